@@ -1,0 +1,51 @@
+# One-word entry points. Everything runs in a local virtual environment (.venv).
+#   make reproduce   -- the main job: the `quick` profile end to end (data, search, final runs,
+#                       tables, figures); PROFILE=paper for the full paper (GPUs/cluster)
+#   make test        -- the default test suite (a few minutes on 2 CPU cores)
+#   make test-slow   -- the slow tests only
+#   make lint        -- ruff
+
+PYTHON  ?= python3
+VENV    ?= .venv
+TORCH   ?= torch==2.13.0
+PROFILE ?= quick
+BIN      = $(VENV)/bin
+
+.PHONY: venv reproduce test test-slow test-all lint format bench clean-venv
+
+$(BIN)/fruit: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+venv: $(BIN)/fruit
+
+reproduce: venv
+	$(BIN)/fruit run --profile $(PROFILE)
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -m slow
+
+test-all: venv
+	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+lint: venv
+	$(BIN)/ruff check lib tests benchmarks notebooks
+	$(BIN)/ruff format --check lib tests benchmarks
+
+format: venv
+	$(BIN)/ruff format lib tests benchmarks
+	$(BIN)/ruff check --fix lib tests benchmarks
+
+bench: venv
+	$(BIN)/python benchmarks/stacks.py
+	$(BIN)/python benchmarks/models.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from fruit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The ``fruit`` command line: one entry point, one subcommand per job.
+
+Each subcommand lives in ``fruit.commands.<name>`` and provides two functions:
+``add_arguments(parser)`` and ``main(args) -> int``. Modules are imported only
+when their subcommand runs, so ``fruit --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from fruit.errors import FruitError
+
+# name -> one-line help. The module is fruit.commands.<name with - as _>.
+COMMANDS = {
+    "data": "generate the seven tasks' splits, or take the published files",
+    "sizes": "print d and the parameter count of every architecture",
+    "train": "train and evaluate one run into a run folder",
+    "run": "run an experiment profile (search, final runs, tables, figures) on Dask",
+    "report": "aggregate run folders into the paper's tables and figures",
+}
+
+
+def _load(name: str):
+    return importlib.import_module(f"fruit.commands.{name.replace('-', '_')}")
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fruit",
+        description="Reproduce 'Bearing Syntactic Fruit with Stack-Augmented Neural Networks'.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    # Only import the module of the subcommand actually asked for (plus none for --help).
+    wanted = next((a for a in (argv or []) if not a.startswith("-")), None)
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:
+            _load(name).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(_load(args.command).main(args) or 0)
+    except FruitError as e:
+        print(f"fruit: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fruit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""Atomic file writing: a reader never sees a half-written file.
+
+Everything is written to a temporary file in the destination folder and then
+renamed over the destination (``os.replace`` is atomic on POSIX and Windows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
+    """Open a temporary sibling of ``path`` for writing; rename it to ``path`` on success.
+
+    On an exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if "b" not in mode:
+            kwargs.setdefault("encoding", "utf-8")
+            kwargs.setdefault("newline", "\n")
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_open(path, "w") as f:
+        f.write(text)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
+    import torch
+
+    with atomic_open(path, "wb") as f:
+        torch.save(obj, f)

@@ -1,0 +1,57 @@
+"""Shared test fixtures.
+
+The published dev/test/gen files are never part of the repository. Tests that need
+them read ``$FRUIT_DATASETS`` or, by default, ``../shared/datasets`` next to the
+checkout, and skip with a clear reason when neither exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def published_datasets_dir() -> Path | None:
+    env = os.environ.get("FRUIT_DATASETS")
+    candidates = [Path(env)] if env else [REPO.parent / "shared" / "datasets"]
+    for c in candidates:
+        if (c / "question-formation" / "gen.tsv").is_file():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def datasets_dir() -> Path:
+    d = published_datasets_dir()
+    if d is None:
+        pytest.skip(
+            "published datasets not found: set FRUIT_DATASETS to a folder with "
+            "<task>/{dev,test,gen}.tsv (default ../shared/datasets)"
+        )
+    return d
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="CUDA not available on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    # Keep tests predictable on small shared machines.
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    yield
