@@ -1,0 +1,84 @@
+"""Simple RNN and LSTM language models (models.md §4).
+
+Three layers of size d with a learned initial hidden state h_0 = tanh(θ_0) (c_0 = 0),
+one bias per gate (PyTorch's redundant hidden-to-hidden bias is zeroed and frozen, as
+in rau), dropout on the embeddings, between layers (PyTorch's inter-layer dropout) and
+on the top layer's output, and tied output weights with no bias. No BOS: the initial
+state's output predicts w_1.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RecurrentCore(nn.Module):
+    """A multi-layer ``nn.RNN`` (tanh) or ``nn.LSTM`` with a learned initial state.
+
+    The state is ``h`` (layers, B, d) for the RNN and ``(h, c)`` for the LSTM.
+    """
+
+    def __init__(self, kind: str, input_size: int, d: int, num_layers: int, dropout: float):
+        super().__init__()
+        self.is_lstm = kind == "LSTM"
+        cls = nn.LSTM if self.is_lstm else nn.RNN
+        self.rnn = cls(input_size, d, num_layers, batch_first=True, dropout=dropout)
+        for name, p in self.rnn.named_parameters():
+            if name.startswith("bias_hh"):  # one bias per gate: freeze the duplicate at 0
+                p.data.zero_()
+                p.requires_grad_(False)
+        self.initial_hidden = nn.Parameter(torch.empty(num_layers, d))  # θ_0
+
+    def initial_state(self, batch_size: int):
+        L, d = self.initial_hidden.shape
+        h = torch.tanh(self.initial_hidden)[:, None, :].expand(L, batch_size, d).contiguous()
+        return (h, torch.zeros_like(h)) if self.is_lstm else h
+
+    def forward(self, x, state):  # x (B, T, in) -> outputs of the top layer (B, T, d), state
+        return self.rnn(x, state)
+
+    def top(self, state):  # -> top layer's hidden state (B, d)
+        return (state[0] if self.is_lstm else state)[-1]
+
+    def select(self, state, index):
+        if self.is_lstm:
+            return tuple(x.index_select(1, index) for x in state)
+        return state.index_select(1, index)
+
+
+class RecurrentLM(nn.Module):
+    def __init__(self, spec, vocab_size: int, d: int, options: dict):
+        super().__init__()
+        self.architecture = spec.name
+        self.vocab_size = vocab_size
+        self.d = d
+        self.options = dict(options)
+        p = options["dropout"]
+        self.embedding = nn.Embedding(vocab_size + 1, d)  # content types and EOS
+        self.core = RecurrentCore(spec.base, d, d, spec.num_layers, p)
+        self.dropout = nn.Dropout(p)
+
+    def _logits(self, h):  # (..., d) -> (..., V+1)
+        return F.linear(self.dropout(h), self.embedding.weight)
+
+    def forward(self, tokens: torch.Tensor, return_actions: bool = False):
+        """tokens (B, n) -> logits (B, n+1, V+1); position t predicts w_{t+1}."""
+        state = self.core.initial_state(tokens.shape[0])
+        outputs, _ = self.core(self.dropout(self.embedding(tokens)), state)  # (B, n, d)
+        h = torch.cat((self.core.top(state)[:, None], outputs), dim=1)  # (B, n+1, d)
+        logits = self._logits(h)
+        return (logits, []) if return_actions else logits
+
+    def start(self, batch_size: int):
+        state = self.core.initial_state(batch_size)
+        return self._logits(self.core.top(state)), state
+
+    def step(self, state, tokens: torch.Tensor):
+        x = self.dropout(self.embedding(tokens))[:, None]  # (B, 1, d)
+        outputs, state = self.core(x, state)
+        return self._logits(outputs[:, 0]), state
+
+    def select_state(self, state, index: torch.Tensor):
+        return self.core.select(state, index)

@@ -1,0 +1,129 @@
+"""Parameter counts as SymPy expressions, and the choice of d (models.md §10).
+
+``parameter_count_expr(arch)`` is the number of trainable parameters of the model
+``build_model(arch, ...)`` builds, as a polynomial in the model size ``d`` and the
+number of content types ``V``. It is assembled from the building blocks of
+models.md §10.1, so it is independent of the module code; the tests check that the
+two agree for every architecture.
+
+``choose_d`` implements rau's ``lm model-size`` rule (§10.3, [D6]): solve
+``N(d) = P`` for the positive real root and round it, half to even. For
+transformers the root is taken in ``s = d / heads`` and ``d = heads * round(s)``.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from fruit.models.registry import DEFAULT_OPTIONS, ArchSpec, parse_architecture
+
+d_symbol = sympy.Symbol("d", positive=True)
+V_symbol = sympy.Symbol("V", positive=True, integer=True)
+
+# Content-type counts V of the published files (dev ∪ test; gen adds no type), one per task,
+# from models.md §10.5. `fruit sizes --data-dir` recounts V from a train.tsv when one exists.
+PAPER_VOCAB_SIZES = {
+    "question-formation": 68,
+    "question-formation-in-german": 104,
+    "question-formation-with-have": 68,
+    "tense-reinflection": 98,
+    "tense-reinflection-with-do": 69,
+    "passivization": 54,
+    "passivization-in-german": 94,
+}
+
+
+def nd_num_actions(num_states: int, num_symbols: int) -> int:
+    """A = |Q||Γ|(2|Q||Γ| + |Q|): push, replace and pop weights per (state, top symbol)."""
+    qs = num_states * num_symbols
+    return qs * (2 * qs + num_states)
+
+
+def stack_sizes(kind: str, options: dict) -> tuple[int, int, int]:
+    """(A, m, r) for one stack: actions per step, pushed-vector size, reading size."""
+    if kind == "Sup":
+        m = options["sup_size"]
+        return 3, m, m
+    q, s, m = options["nd_states"], options["nd_symbols"], options["nd_size"]
+    return nd_num_actions(q, s), m, q * s * m
+
+
+def _transformer_expr(spec: ArchSpec, options: dict, d, V):
+    standard_layer = 8 * d**2 + 11 * d  # attention 4d²+4d, FF (F=2d) 4d²+3d, 2 LNs 4d
+    ff_and_norms = 4 * d**2 + 3 * d + 4 * d
+    total = (V + 2) * d + 2 * d  # embedding with EOS and BOS rows; final LN
+    for kind in spec.layer_kinds:
+        if kind is None:
+            total += standard_layer
+            continue
+        A, m, r = stack_sizes(kind, options)
+        total += ff_and_norms + A * d + m * d + r * d  # W_a, W_v, W_y: no biases
+        if kind == "Nd":
+            total += m  # bottom vector θ_⊥
+    return total
+
+
+def _recurrent_expr(spec: ArchSpec, options: dict, d, V):
+    gates = 4 if spec.base == "LSTM" else 1
+    layers = spec.num_layers
+    e, n_in, heads = d, d, 0
+    if spec.stack is not None:
+        A, m, r = stack_sizes(spec.stack, options)
+        e = d + r if spec.reading_to_output else d
+        n_in = e + r
+        heads = (A + m) * (d + 1) + (m if spec.stack == "Nd" else 0)
+    core = layers * d  # learned initial states θ_0
+    core += gates * (d + n_in + 1) * d  # first layer: input and recurrent weights, one bias
+    core += (layers - 1) * gates * (2 * d + 1) * d
+    return (V + 1) * e + core + heads
+
+
+def parameter_count_expr(arch: str, d=d_symbol, V=V_symbol, **options):
+    """Trainable parameters of ``arch`` as a SymPy expression in ``d`` and ``V``.
+
+    Pass integers for ``d`` and/or ``V`` to substitute them. Stack options are those of
+    ``build_model`` (``sup_size``, ``nd_states``, ``nd_symbols``, ``nd_size``).
+    """
+    spec = parse_architecture(arch)
+    opts = {**DEFAULT_OPTIONS, **options}
+    build = _transformer_expr if spec.base == "Tf" else _recurrent_expr
+    return sympy.expand(build(spec, opts, sympy.sympify(d), sympy.sympify(V)))
+
+
+def parameter_count(arch: str, d: int, vocab_size: int, **options) -> int:
+    return int(parameter_count_expr(arch, d=d, V=vocab_size, **options))
+
+
+def _round_half_even(x: sympy.Expr) -> int:
+    """Python's round() on an exact real algebraic number (exact ties go to even)."""
+    x = sympy.nsimplify(x) if x.is_Float else x
+    lower = int(sympy.floor(x))
+    frac = sympy.simplify(x - lower - sympy.Rational(1, 2))
+    if frac == 0:
+        return lower if lower % 2 == 0 else lower + 1
+    return lower + 1 if frac.is_positive else lower
+
+
+def _positive_root(expr, symbol, target: int):
+    roots = [r for r in sympy.solve(sympy.Eq(expr, target), symbol) if r.is_real and r > 0]
+    if len(roots) != 1:
+        raise ValueError(f"expected one positive root of N = {target}, got {roots}")
+    return roots[0]
+
+
+def real_root(arch: str, vocab_size: int, target_params: int = 200_000, **options) -> float:
+    """The real d* with N(d*) = target (models.md §10.4, 'real root' column)."""
+    expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
+    return float(_positive_root(expr, d_symbol, target_params))
+
+
+def choose_d(arch: str, vocab_size: int, target_params: int = 200_000, **options) -> int:
+    """rau's rule for d (models.md §10.3): round the real root of N(d) = target."""
+    spec = parse_architecture(arch)
+    if spec.base == "Tf":
+        s = sympy.Symbol("s", positive=True)
+        heads = spec.num_heads
+        expr = parameter_count_expr(arch, d=heads * s, V=vocab_size, **options)
+        return heads * _round_half_even(_positive_root(expr, s, target_params))
+    expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
+    return _round_half_even(_positive_root(expr, d_symbol, target_params))
