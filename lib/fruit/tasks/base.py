@@ -44,6 +44,14 @@ class Task(ABC):
     def generate(self, seed: int, sizes: dict[str, int] | None = None) -> dict[str, list[Example]]:
         """Sample the splits (tasks.md §2); same seed, same output."""
 
+    def subject_modifier(self, sentence: Tokens) -> str:
+        """What modifies the subject NP of a marker-free sentence: "none", "PP" or "RC".
+
+        Used for the split statistics (subject relative-clause and prepositional-phrase
+        shares, tasks.md §4). Every task overrides it.
+        """
+        raise NotImplementedError(f"{self.slug}: subject_modifier is not implemented")
+
     def target(self, source: Tokens) -> Tokens:
         """The published-style target of a source that ends in a marker."""
         *sentence, marker = source
@@ -55,3 +63,13 @@ class Task(ABC):
             f"{self.slug}: unknown marker {marker!r}; expected "
             f"{self.identity_marker!r} or {self.transform_marker!r}"
         )
+
+
+def first_word_match(output: Tokens, reference: Tokens) -> bool:
+    """Question formation partial accuracy (tasks.md §3.1): same first word."""
+    return len(output) >= 1 and len(reference) >= 1 and output[0] == reference[0]
+
+
+def second_word_match(output: Tokens, reference: Tokens) -> bool:
+    """Passivization partial accuracy (tasks.md §3.3): same second word."""
+    return len(output) >= 2 and len(reference) >= 2 and output[1] == reference[1]

@@ -7,6 +7,7 @@ strictly and reports the file, the line and what was expected.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def parse_line(line: str, where: str) -> Example:
         )
     out = []
     for name, field in zip(("source", "target"), fields):
-        tokens = field.split(" ")
+        tokens = [sys.intern(t) for t in field.split(" ")]
         if not field or "" in tokens:
             raise FruitError(
                 f"{where}: expected the {name} as tokens separated by single spaces, "
@@ -44,11 +45,16 @@ def read_tsv(path: str | os.PathLike) -> list[Example]:
         raise FruitError(f"{path}: file not found") from None
     except OSError as e:
         raise FruitError(f"{path}: cannot read ({e.strerror})") from None
+    return parse_tsv(data, str(path))
+
+
+def parse_tsv(data: bytes, name: str) -> list[Example]:
+    """The examples of a file's bytes; ``name`` (a path or URL) is used in errors."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise FruitError(f"{path}:{line}: expected UTF-8 text") from None
+        raise FruitError(f"{name}:{line}: expected UTF-8 text") from None
     if text and not text.endswith("\n"):
         text += "\n"
     lines = text.split("\n")[:-1]
@@ -56,7 +62,7 @@ def read_tsv(path: str | os.PathLike) -> list[Example]:
     for i, line in enumerate(lines, 1):
         if line.endswith("\r"):
             line = line[:-1]
-        examples.append(parse_line(line, f"{path}:{i}"))
+        examples.append(parse_line(line, f"{name}:{i}"))
     return examples
 
 

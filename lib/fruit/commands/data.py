@@ -1,0 +1,84 @@
+"""``fruit data``: generate the seven tasks' splits, take the published files, or compare.
+
+fruit data --task all --out data [--seed 1] [--train-size 100000 ...]
+fruit data --official [--from DIR] --out data [--task all]
+fruit data --compare data [--published DIR]
+"""
+
+from __future__ import annotations
+
+import time
+
+from fruit.errors import unknown_choice
+from fruit.tasks import PAPER_SIZES, TASKS
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--task", default="all", help=f"a task slug or 'all' (default); one of: {', '.join(TASKS)}"
+    )
+    parser.add_argument("--out", default="data", help="output folder (default: data)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    for split, size in PAPER_SIZES.items():
+        parser.add_argument(
+            f"--{split}-size", type=int, default=size, metavar="N", help=f"(default: {size})"
+        )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--official",
+        action="store_true",
+        help="take the published files (downloaded from the pinned commits, or --from DIR)",
+    )
+    mode.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="print the statistics of DIR's test/gen splits next to the published ones",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_dir",
+        metavar="DIR",
+        help="with --official: local copies in DIR/<task>/{train,dev,test,gen}.tsv",
+    )
+    parser.add_argument(
+        "--published",
+        metavar="DIR",
+        help="with --compare: compute the published side from DIR/<task>/{test,gen}.tsv",
+    )
+
+
+def _slugs(task: str) -> tuple[str, ...]:
+    if task == "all":
+        return TASKS
+    if task not in TASKS:
+        raise unknown_choice("task", task, (*TASKS, "all"))
+    return (task,)
+
+
+def main(args) -> int:
+    slugs = _slugs(args.task)
+    if args.compare:
+        from fruit.tasks.statistics import compare, format_table
+
+        rows = compare(args.compare, slugs, args.published)
+        if not rows:
+            from fruit.errors import FruitError
+
+            raise FruitError(f"{args.compare}: no <task>/test.tsv found to compare")
+        print(format_table(rows))
+        return 0 if all(r["ok"] is not False for r in rows) else 1
+    if args.official:
+        from fruit.tasks.official import import_official
+
+        import_official(args.out, slugs, args.from_dir, args.seed, args.train_size)
+        return 0
+    from fruit.tasks.splits import generate_task
+
+    sizes = {split: getattr(args, f"{split}_size") for split in PAPER_SIZES}
+    start = time.perf_counter()
+    for slug in slugs:
+        t = time.perf_counter()
+        folder = generate_task(args.out, slug, args.seed, sizes)
+        print(f"{slug}: wrote {folder} ({time.perf_counter() - t:.1f} s)")
+    print(f"total {time.perf_counter() - start:.1f} s")
+    return 0
