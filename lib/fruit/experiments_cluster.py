@@ -1,0 +1,182 @@
+"""Where the runs execute: a Dask cluster (design.md "Scale-out", docs/cluster.md).
+
+* default: a ``distributed.LocalCluster`` sized to the machine -- one worker process per
+  run slot (CPU cores / threads per run, or one per GPU), one Dask thread each;
+* ``scheduler="tcp://host:8786"``: attach to an existing Dask cluster;
+* ``cluster="slurm" | "pbs" | "sge"``: start one through dask-jobqueue. Its settings come
+  from the usual Dask YAML config (``jobqueue.slurm.*`` ...); the arguments here override.
+
+Every worker we start advertises the resource ``run=1`` and runs are submitted needing
+it, so a worker trains one run at a time whatever its thread count.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from fruit.errors import FruitError, unknown_choice
+
+RUN_RESOURCE = {"run": 1}
+JOBQUEUE_KINDS = ("slurm", "pbs", "sge")
+
+
+@dataclass
+class Cluster:
+    """A connected Dask client, how many runs it executes at once, and how to close it."""
+
+    client: Any
+    description: str
+    threads: int | None  # torch threads per run (None: leave the workers' environment alone)
+    resources: dict[str, int] | None  # what each run asks of a worker
+    _closers: list = field(default_factory=list)
+
+    def slots(self) -> int:
+        info = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        if self.resources:
+            return sum(int(w.get("resources", {}).get("run", 0)) for w in info) or 1
+        return sum(int(w.get("nthreads", 1)) for w in info) or 1
+
+    def close(self) -> None:
+        for closer in reversed(self._closers):
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - closing must not hide the real outcome
+                pass
+        self._closers.clear()
+
+
+def local_cluster(workers: int | None = None, threads: int = 1, device: str = "auto") -> Cluster:
+    """A LocalCluster on 127.0.0.1: by default one worker per `threads` CPU cores, or one
+    per GPU when the runs go to CUDA."""
+    from distributed import Client, LocalCluster
+
+    if workers is None:
+        gpus = _gpu_count() if device != "cpu" else 0
+        workers = gpus if gpus > 0 else max(1, (os.cpu_count() or 1) // max(1, threads))
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        resources=RUN_RESOURCE,
+    )
+    client = Client(cluster)
+    result = Cluster(
+        client,
+        f"LocalCluster: {workers} workers x 1 run, {threads} torch thread(s) per run",
+        threads,
+        dict(RUN_RESOURCE),
+    )
+    result._closers += [cluster.close, client.close]
+    return result
+
+
+def attach(scheduler: str, threads: int | None = None) -> Cluster:
+    """A client of an existing scheduler. Runs ask for ``run=1`` only if every worker
+    offers that resource (``dask worker --resources run=1``); otherwise a worker runs as
+    many runs at once as it has threads, so start those with ``--nthreads 1``."""
+    from distributed import Client
+
+    try:
+        client = Client(scheduler, timeout="30s")
+    except OSError as e:
+        raise FruitError(f"cannot reach the Dask scheduler at {scheduler!r}: {e}") from e
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    with_resource = bool(workers) and all("run" in w.get("resources", {}) for w in workers)
+    result = Cluster(
+        client,
+        f"Dask scheduler {scheduler} ({len(workers)} workers)",
+        threads,
+        dict(RUN_RESOURCE) if with_resource else None,
+    )
+    result._closers.append(client.close)
+    return result
+
+
+def jobqueue_cluster(
+    kind: str,
+    jobs: int = 1,
+    cores: int | None = None,
+    memory: str | None = None,
+    walltime: str | None = None,
+    gpus: int = 0,
+    runs_per_job: int | None = None,
+    start: bool = True,
+    **extra: Any,
+):
+    """A dask-jobqueue cluster; each job holds ``runs_per_job`` workers (default: one per
+    GPU, else one), each worker one run. Unset options come from the Dask config.
+    Returns the jobqueue cluster object (``cluster.job_script()`` shows the job).
+    """
+    import dask
+    import dask_jobqueue
+
+    classes = {
+        "slurm": dask_jobqueue.SLURMCluster,
+        "pbs": dask_jobqueue.PBSCluster,
+        "sge": dask_jobqueue.SGECluster,
+    }
+    if kind not in classes:
+        raise unknown_choice("cluster", kind, JOBQUEUE_KINDS)
+    processes = runs_per_job or max(1, gpus)
+    kwargs: dict[str, Any] = dict(extra)
+    if cores is not None:
+        kwargs["cores"] = cores
+    if memory is not None:
+        kwargs["memory"] = memory
+    if walltime is not None:
+        kwargs["walltime"] = walltime
+    kwargs["processes"] = processes
+    directives = list(kwargs.pop("job_extra_directives", None) or [])
+    directives += dask.config.get(f"jobqueue.{kind}.job-extra-directives", []) or []
+    if gpus:
+        directives.append(
+            {"slurm": f"--gres=gpu:{gpus}", "pbs": f"-l ngpus={gpus}", "sge": f"-l gpu={gpus}"}[
+                kind
+            ]
+        )
+    kwargs["job_extra_directives"] = directives
+    worker_args = list(kwargs.pop("worker_extra_args", None) or [])
+    worker_args += dask.config.get(f"jobqueue.{kind}.worker-extra-args", []) or []
+    worker_args += ["--resources", "run=1"]
+    kwargs["worker_extra_args"] = worker_args
+    try:
+        cluster = classes[kind](**kwargs)
+    except ValueError as e:  # e.g. cores/memory neither given nor configured
+        raise FruitError(
+            f"--cluster {kind}: {e}. Give --cores/--memory/--walltime or set them in the "
+            f"Dask config (jobqueue.{kind}.*, see docs/cluster.md)"
+        ) from e
+    if start:
+        cluster.scale(jobs=jobs)
+    return cluster
+
+
+def connect_jobqueue(kind: str, jobs: int, **options: Any) -> Cluster:
+    from distributed import Client
+
+    cluster = jobqueue_cluster(kind, jobs=jobs, **options)
+    client = Client(cluster)
+    runs = cluster._dummy_job.worker_processes
+    cores = cluster._dummy_job.worker_cores
+    threads = max(1, cores // max(1, runs))
+    result = Cluster(
+        client,
+        f"{kind} cluster: {jobs} job(s) x {runs} run(s), {threads} torch thread(s) per run",
+        threads,
+        dict(RUN_RESOURCE),
+    )
+    result._closers += [cluster.close, client.close]
+    return result
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001
+        return 0

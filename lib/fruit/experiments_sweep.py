@@ -1,0 +1,432 @@
+"""The experiment runner: data, search, selection, final runs, reports -- on Dask.
+
+``Sweep(profile, cluster, ...).run()`` does, in order:
+
+1. write ``plan.json`` (profile, every seed and search draw) into the profile's runs folder;
+2. prepare each task's data folder once (one Dask task per task);
+3. submit every unfinished search run (a run folder with ``metrics.json`` is complete and
+   is skipped; one without it is resumed from its checkpoint by the train notebook);
+4. as soon as all search trials of a (task, architecture) pair are finished, pick the
+   trial with the lowest best validation cross-entropy (``selection.json``) and submit
+   that pair's final runs;
+5. retry a failed run up to ``retries`` times, then report it by name with its executed
+   notebook and go on with the others;
+6. execute ``tables.ipynb`` and ``figures.ipynb`` when every run finished.
+
+A one-line progress display shows runs done / running / failed / left and an estimate
+of the time remaining.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from fruit.errors import FruitError
+from fruit.experiments import (
+    Profile,
+    RunSpec,
+    check_metrics_match,
+    derive_seed,
+    final_specs,
+    groups,
+    plan,
+    read_metrics,
+    search_specs,
+    select_best,
+)
+from fruit.experiments_worker import EXECUTED_NOTEBOOK, execute_run, prepare_task_data
+from fruit.io import atomic_write_json
+
+REPORT_NOTEBOOKS = ("tables", "figures")
+
+
+@dataclasses.dataclass
+class Failure:
+    name: str
+    message: str
+    notebook: Path
+
+
+@dataclasses.dataclass
+class SweepResult:
+    total: int = 0  # runs planned (search + final)
+    found_complete: int = 0  # skipped: metrics.json already there
+    trained: int = 0  # executed to completion by this invocation
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    skipped_groups: list[str] = dataclasses.field(default_factory=list)
+    reports: list[Path] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.skipped_groups
+
+
+def _cost(spec: RunSpec) -> int:
+    """Rough relative cost, to start the slowest runs first (nondeterministic stacks
+    are ~10x slower per token, and final runs train to convergence)."""
+    stacks = spec.architecture.count("+Nd") * 10 + spec.architecture.count("+Sup")
+    return (1 + stacks) * (3 if spec.phase == "final" else 1)
+
+
+class Progress:
+    """Runs done / running / failed / left, and a time estimate from finished runs."""
+
+    def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
+        self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
+        self.done = self.failed = self.running = 0
+        self.durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.start = time.monotonic()
+        self._last_line = ""
+        self._last_print = 0.0
+        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+
+    def finished(self, spec: RunSpec, seconds: float) -> None:
+        self.durations[(spec.architecture, spec.phase)].append(seconds)
+
+    def estimate(self, left: list[RunSpec]) -> float | None:
+        if not left:
+            return 0.0
+        everything = [d for ds in self.durations.values() for d in ds]
+        if not everything:
+            return None
+        overall = sum(everything) / len(everything)
+        by_phase = defaultdict(list)
+        for (_, phase), ds in self.durations.items():
+            by_phase[phase] += ds
+        work = 0.0
+        for s in left:
+            ds = self.durations.get((s.architecture, s.phase)) or by_phase.get(s.phase)
+            work += sum(ds) / len(ds) if ds else overall
+        return work / self.slots
+
+    def show(self, left: list[RunSpec], force: bool = False) -> None:
+        if self.stream is None:
+            return
+        eta = self.estimate(left)
+        remaining = "?" if eta is None else _clock(eta)
+        line = (
+            f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "
+            f"/ left {self.total - self.done - self.failed} of {self.total}"
+            f" | elapsed {_clock(time.monotonic() - self.start)} | remaining ~{remaining}"
+        )
+        now = time.monotonic()
+        if self._tty:
+            self.stream.write("\r" + line.ljust(len(self._last_line)))
+            self.stream.flush()
+        elif (
+            force
+            or line.split(" | ")[0] != self._last_line.split(" | ")[0]
+            or now - self._last_print > 60
+        ):
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self._last_print = now
+        self._last_line = line
+
+    def end(self) -> None:
+        if self.stream is not None and self._tty:
+            self.stream.write("\n")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Sweep:
+    def __init__(
+        self,
+        profile: Profile,
+        cluster,
+        *,
+        results_dir: str | Path = "results",
+        data_dir: str | Path | None = None,
+        notebook: str | Path,
+        device: str = "auto",
+        retries: int = 2,
+        reports: bool = True,
+        reports_dir: str | Path | None = None,
+        figures_dir: str | Path | None = None,
+        stream: TextIO | None = sys.stdout,
+        poll_seconds: float = 1.0,
+    ):
+        self.profile = profile
+        self.cluster = cluster
+        self.client = cluster.client
+        self.results_dir = Path(results_dir).resolve()
+        self.runs_root = self.results_dir / "runs" / profile.name
+        self.data_dir = Path(data_dir or Path("data") / profile.name).resolve()
+        self.notebook = Path(notebook).resolve()
+        if not self.notebook.is_file():
+            raise FruitError(f"train notebook {str(self.notebook)!r} does not exist")
+        self.device = device
+        self.retries = retries
+        self.reports = reports
+        self.tables_dir = Path(reports_dir or self.results_dir / "tables").resolve()
+        self.figures_dir = Path(figures_dir or self.results_dir.parent / "figures").resolve()
+        self.stream = stream
+        self.poll_seconds = poll_seconds
+
+    # -- helpers ----------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def _finished(self, spec: RunSpec) -> dict[str, Any] | None:
+        folder = spec.folder(self.runs_root)
+        metrics = read_metrics(folder)
+        if metrics is not None:
+            check_metrics_match(spec, metrics, folder)
+        return metrics
+
+    def _submit(self, spec: RunSpec, attempt: int):
+        params = spec.parameters(
+            self.profile, self.data_dir, spec.folder(self.runs_root), self.device
+        )
+        return self.client.submit(
+            execute_run,
+            spec.name,
+            str(self.notebook),
+            params,
+            attempt,
+            self.cluster.threads,
+            key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
+            pure=False,
+            retries=0,
+            priority=_cost(spec),
+            resources=self.cluster.resources,
+        )
+
+    # -- phases -----------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        futures = {
+            task: self.client.submit(
+                prepare_task_data,
+                task,
+                derive_seed(self.profile.data_seed, task),
+                self.profile.sizes,
+                str(self.data_dir),
+                key=f"data-{self.profile.name}-{task}",
+                pure=False,
+            )
+            for task in self.profile.tasks
+        }
+        for task, future in futures.items():
+            try:
+                outcome = future.result()
+            except FruitError:
+                raise
+            except Exception as e:
+                raise FruitError(
+                    f"preparing the data of {task} failed: {type(e).__name__}: {e}"
+                ) from e
+            self.say(f"data {task}: {outcome} in {self.data_dir / task}")
+
+    def run(self) -> SweepResult:
+        result = SweepResult()
+        start = time.monotonic()
+        profile = self.profile
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.runs_root / "plan.json", plan(profile))
+        self.say(
+            f"profile {profile.name} ({profile.source}): {len(profile.tasks)} task(s) x "
+            f"{len(profile.architectures)} architecture(s), {profile.search_trials} search "
+            f"trial(s) + {profile.final_runs} final run(s) each; {self.cluster.description}"
+        )
+        self.prepare_data()
+
+        # Per group: its search specs, finished search metrics, and whether finals went out.
+        search = {g: search_specs(profile, *g) for g in groups(profile)}
+        search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        search_failed: dict[tuple[str, str], int] = defaultdict(int)
+        result.total = sum(len(s) for s in search.values()) + len(search) * profile.final_runs
+
+        progress = Progress(result.total, self.cluster.slots(), self.stream, profile.name)
+        pending: dict[Any, tuple[RunSpec, int, float]] = {}  # future -> (spec, attempt, t0)
+
+        def launch(spec: RunSpec, attempt: int = 1) -> None:
+            pending[self._submit(spec, attempt)] = (spec, attempt, time.monotonic())
+
+        def start_finals(group) -> None:
+            task, arch = group
+            if profile.search_trials == 0:
+                lr, b = profile.final_learning_rate, profile.final_batch_tokens
+            else:
+                if search_failed[group]:
+                    result.skipped_groups.append(f"{task}/{arch}")
+                    self.say(f"final runs of {task}/{arch} skipped: search trials failed")
+                    return
+                best = select_best(search_done[group])
+                if best is None:
+                    result.skipped_groups.append(f"{task}/{arch}")
+                    self.say(
+                        f"final runs of {task}/{arch} skipped: no trial has a finite validation cross-entropy"
+                    )
+                    return
+                lr, b = best["learning_rate"], best["batch_tokens"]
+                atomic_write_json(
+                    self.runs_root / task / arch / "selection.json",
+                    {
+                        "criterion": "lowest best_validation_cross_entropy among search trials",
+                        "winner": best["index"],
+                        "learning_rate": lr,
+                        "batch_tokens": b,
+                        "best_validation_cross_entropy": best["best_validation_cross_entropy"],
+                        "trials": [
+                            {
+                                k: m.get(k)
+                                for k in (
+                                    "index",
+                                    "learning_rate",
+                                    "batch_tokens",
+                                    "best_validation_cross_entropy",
+                                    "status",
+                                )
+                            }
+                            for m in sorted(search_done[group], key=lambda m: m["index"])
+                        ],
+                    },
+                )
+            for spec in final_specs(profile, task, arch, lr, b):
+                if self._finished(spec) is not None:
+                    result.found_complete += 1
+                    progress.done += 1
+                else:
+                    launch(spec)
+
+        def search_closed(group) -> bool:
+            return len(search_done[group]) + search_failed[group] == len(search[group])
+
+        for group, specs in search.items():
+            for spec in specs:
+                metrics = self._finished(spec)
+                if metrics is not None:
+                    search_done[group].append(metrics)
+                    result.found_complete += 1
+                    progress.done += 1
+                else:
+                    launch(spec)
+            if search_closed(group):
+                start_finals(group)
+
+        while pending:
+            progress.running = self._running(pending)
+            progress.show(self._left_specs(search, search_done, search_failed, pending, profile))
+            done = [f for f in pending if f.done()]
+            if not done:
+                time.sleep(self.poll_seconds)
+                continue
+            for future in done:
+                spec, attempt, t0 = pending.pop(future)
+                group = (spec.task, spec.architecture)
+                if future.status == "finished":
+                    metrics = future.result()
+                    result.trained += 1
+                    progress.done += 1
+                    progress.finished(spec, time.monotonic() - t0)
+                    if spec.phase == "search":
+                        search_done[group].append(metrics)
+                        if search_closed(group):
+                            start_finals(group)
+                    continue
+                error = future.exception()
+                message = str(error) or type(error).__name__
+                if type(error).__name__ == "KilledWorker":
+                    message = f"{spec.name}: its worker died repeatedly ({error})"
+                if attempt <= self.retries:
+                    self.say(f"retrying {spec.name} (attempt {attempt + 1}): {message}")
+                    launch(spec, attempt + 1)
+                    continue
+                notebook = spec.folder(self.runs_root) / EXECUTED_NOTEBOOK
+                result.failures.append(Failure(spec.name, message, notebook))
+                progress.failed += 1
+                self.say(f"FAILED {spec.name} after {attempt} attempt(s): {message}")
+                if spec.phase == "search":
+                    search_failed[group] += 1
+                    if search_closed(group):
+                        start_finals(group)
+        progress.running = 0
+        progress.show([], force=True)
+        progress.end()
+
+        result.seconds = time.monotonic() - start
+        self.say(
+            f"runs: {result.trained} trained, {result.found_complete} found complete, "
+            f"{len(result.failures)} failed, of {result.total}; {_clock(result.seconds)}"
+        )
+        for f in result.failures:
+            self.say(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")
+        if self.reports:
+            if result.ok:
+                result.reports = self.run_reports()
+            else:
+                self.say("tables and figures not made: some runs failed or were skipped")
+        result.seconds = time.monotonic() - start
+        return result
+
+    def _running(self, pending) -> int:
+        """How many of our pending runs a worker is executing right now."""
+        try:
+            processing = self.client.processing()
+        except Exception:  # noqa: BLE001 - the display must not break the sweep
+            return 0
+        keys = {f.key for f in pending}
+        busy = sum(1 for ks in processing.values() for k in ks if k in keys)
+        return min(busy, self.cluster.slots())
+
+    def _left_specs(self, search, search_done, search_failed, pending, profile) -> list[RunSpec]:
+        """Runs still to do (pending, plus final runs of groups whose search is open),
+        for the time estimate."""
+        left = [s for s, _, _ in pending.values()]
+        for (task, arch), specs in search.items():
+            if len(search_done[(task, arch)]) + search_failed[(task, arch)] < len(specs):
+                left += final_specs(profile, task, arch, 0.0, 0)
+        return left
+
+    # -- reports ----------------------------------------------------------------
+
+    def run_reports(self) -> list[Path]:
+        """Execute tables.ipynb and figures.ipynb (next to the train notebook)."""
+        import papermill
+        from papermill.exceptions import PapermillExecutionError
+
+        made = []
+        executed_dir = self.results_dir / "notebooks" / self.profile.name
+        executed_dir.mkdir(parents=True, exist_ok=True)
+        outputs = {"tables": self.tables_dir, "figures": self.figures_dir}
+        for name in REPORT_NOTEBOOKS:
+            source = self.notebook.parent / f"{name}.ipynb"
+            if not source.is_file():
+                raise FruitError(
+                    f"the {name} notebook {str(source)!r} does not exist; "
+                    f"use --skip-reports to stop after the runs"
+                )
+            executed = executed_dir / f"{name}.ipynb"
+            self.say(f"executing {source.name} -> {executed}")
+            try:
+                papermill.execute_notebook(
+                    str(source),
+                    str(executed),
+                    parameters={
+                        "results_dir": str(self.results_dir),
+                        "profile": self.profile.name,
+                        "output_dir": str(outputs[name]),
+                    },
+                    progress_bar=False,
+                    cwd=str(source.parent),
+                )
+            except PapermillExecutionError as e:
+                raise FruitError(
+                    f"{name} notebook failed: {e.ename}: {e.evalue} (see {executed})"
+                ) from None
+            made.append(executed)
+        return made

@@ -1,0 +1,176 @@
+"""What a Dask worker executes: one task's data, or one training run through papermill.
+
+These functions run on the workers (any machine sharing the file system), so they take
+only plain, picklable arguments and absolute paths, and report failure by raising
+``RunFailed`` with a message that names the run and its executed notebook.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from fruit.experiments import SPLITS, read_metrics
+
+RUNNER_LOG = "runner.log"
+EXECUTED_NOTEBOOK = "train.ipynb"
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class RunFailed(Exception):
+    """A run's notebook raised, or finished without writing metrics.json."""
+
+
+def _stamp() -> str:
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def log_line(folder: Path, text: str) -> None:
+    """Append one line to the run folder's runner.log (the runner's record of attempts)."""
+    with open(folder / RUNNER_LOG, "a", encoding="utf-8") as f:
+        f.write(f"{_stamp()} {text}\n")
+
+
+# ---------------------------------------------------------------------------
+# Data
+
+
+def prepare_task_data(task_slug: str, seed: int, sizes: dict[str, int], data_dir: str) -> str:
+    """Write ``data_dir/<task>/{train,dev,test,gen,gen.linear}.tsv`` unless already there.
+
+    ``data.json`` is written last and records (seed, sizes); a folder holding the five
+    files but no ``data.json`` is taken as user-provided (e.g. published files) and used
+    as it is. Returns "found" or "generated".
+    """
+    from fruit.errors import FruitError
+    from fruit.io import atomic_write_json
+    from fruit.tasks import get_task, write_tsv
+
+    folder = Path(data_dir) / task_slug
+    files = [folder / f"{s}.tsv" for s in SPLITS] + [folder / "gen.linear.tsv"]
+    record = {"task": task_slug, "seed": seed, "sizes": dict(sizes)}
+    marker = folder / "data.json"
+    if marker.is_file():
+        found = json.loads(marker.read_text(encoding="utf-8"))
+        if found != record:
+            raise FruitError(
+                f"{folder} holds data made with {found}, but the profile asks for {record}; "
+                f"use another --data-dir or remove that folder"
+            )
+        if all(f.is_file() for f in files):
+            return "found"
+    elif all(f.is_file() for f in files):
+        return "found"
+    task = get_task(task_slug)
+    splits = task.generate(seed=seed, sizes=dict(sizes))
+    for split in SPLITS:
+        write_tsv(folder / f"{split}.tsv", splits[split])
+    # The linear-rule targets of the gen sources (the source without its marker).
+    write_tsv(folder / "gen.linear.tsv", [(s, task.linear(s[:-1])) for s, _ in splits["gen"]])
+    atomic_write_json(marker, record)
+    return "generated"
+
+
+# ---------------------------------------------------------------------------
+# Runs
+
+
+def _worker_slot() -> int | None:
+    """This worker's number (LocalCluster names workers 0, 1, ...; jobqueue 'Job-3-1')."""
+    try:
+        from distributed import get_worker
+
+        name = str(get_worker().name)
+    except (ImportError, ValueError):
+        return None
+    match = re.search(r"(\d+)$", name)
+    return int(match.group(1)) if match else None
+
+
+def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
+    """Environment for the notebook kernel: torch threads, and one GPU per worker."""
+    env = {}
+    if threads:
+        env.update({v: str(threads) for v in _THREAD_VARIABLES})
+    if device in ("auto", "cuda") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        slot = _worker_slot()
+        count = _visible_gpu_count()
+        if slot is not None and count > 1:
+            env["CUDA_VISIBLE_DEVICES"] = str(slot % count)
+    return env
+
+
+def _visible_gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no torch/CUDA means no GPUs to share out
+        return 0
+
+
+def execute_run(
+    name: str,
+    notebook: str,
+    parameters: dict[str, Any],
+    attempt: int,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """Execute the train notebook for one run into its folder; return its metrics.json.
+
+    The notebook resumes from ``checkpoint.pt`` when an earlier attempt left one (that is
+    the training code's job); this function records every attempt in ``runner.log`` and
+    keeps the executed notebook of an interrupted attempt as ``train.attempt-<k>.ipynb``.
+    The kernel is started with ``JPY_PARENT_PID`` (by jupyter_client), so it exits by
+    itself if this worker process dies: a killed worker leaves no orphan still writing.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    folder = Path(parameters["output_dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    done = read_metrics(folder)
+    if done is not None:  # finished meanwhile, e.g. by an attempt Dask thought was lost
+        log_line(folder, f"attempt {attempt}: metrics.json already present, nothing to do")
+        return done
+
+    executed = folder / EXECUTED_NOTEBOOK
+    if executed.exists():  # keep the record of the interrupted or failed attempt
+        k = 1
+        while (folder / f"train.attempt-{k}.ipynb").exists():
+            k += 1
+        executed.rename(folder / f"train.attempt-{k}.ipynb")
+    resuming = (folder / "checkpoint.pt").is_file()
+    log_line(
+        folder,
+        f"attempt {attempt} started on {socket.gethostname()} (worker pid {os.getpid()}): "
+        + ("resuming from checkpoint.pt" if resuming else "no checkpoint, starting fresh"),
+    )
+
+    # The kernel inherits os.environ when it starts. The values depend only on this
+    # worker, so setting them for good (no restore) is safe with several threads.
+    os.environ.update(_kernel_environment(threads, parameters.get("device", "auto")))
+    try:
+        papermill.execute_notebook(
+            notebook, str(executed), parameters=parameters, progress_bar=False, cwd=str(folder)
+        )
+    except PapermillExecutionError as e:
+        log_line(folder, f"attempt {attempt} failed: {e.ename}: {e.evalue}")
+        raise RunFailed(f"{name}: {e.ename}: {e.evalue} (executed notebook: {executed})") from None
+    except Exception as e:  # kernel died, notebook unreadable, ...
+        log_line(folder, f"attempt {attempt} failed: {type(e).__name__}: {e}")
+        raise RunFailed(
+            f"{name}: {type(e).__name__}: {e} (executed notebook: {executed})"
+        ) from None
+
+    metrics = read_metrics(folder)
+    if metrics is None:
+        log_line(folder, f"attempt {attempt} failed: notebook finished without metrics.json")
+        raise RunFailed(f"{name}: the notebook finished without writing metrics.json ({executed})")
+    log_line(folder, f"attempt {attempt} finished: status {metrics.get('status')}")
+    return metrics

@@ -1,0 +1,163 @@
+"""Profiles, seeds, search draws and selection (fruit.experiments): fast, no Dask."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from fruit.errors import FruitError
+from fruit.experiments import (
+    derive_seed,
+    draw_search_setting,
+    final_specs,
+    load_profile,
+    plan,
+    profile_names,
+    search_specs,
+    select_best,
+)
+
+SHIPPED = ("smoke", "quick", "paper")
+
+
+def test_shipped_profiles_load():
+    assert set(SHIPPED) <= set(profile_names())
+    for name in SHIPPED:
+        p = load_profile(name)
+        assert p.name == name
+        assert p.tasks and p.architectures
+
+
+def test_paper_profile_is_the_paper():
+    from fruit.models import ARCHITECTURES
+    from fruit.tasks import TASKS
+
+    p = load_profile("paper")
+    assert set(p.tasks) == set(TASKS) and len(p.tasks) == 7
+    assert set(p.architectures) == set(ARCHITECTURES) and len(p.architectures) == 15
+    assert p.sizes == {"train": 100_000, "dev": 1_000, "test": 10_000, "gen": 10_000}
+    assert p.search_trials == 10 and p.search_max_epochs == 5
+    assert p.batch_tokens_range == (512, 2048)
+    assert p.learning_rate_range == (1e-5, 1e-3)
+    assert p.final_runs == 5 and p.final_max_epochs == 1000
+    assert p.training["checkpoint_every"] == 80_000
+    assert not p.reduced
+
+
+def test_quick_profile_promises():
+    p = load_profile("quick")
+    assert p.reduced
+    assert "question-formation" in p.tasks
+    assert {"Tf", "Tf+Sup", "Tf+Nd"} <= set(p.architectures)
+
+
+def test_unknown_profile_lists_choices():
+    with pytest.raises(FruitError, match="unknown profile 'nope'.*paper.*quick.*smoke"):
+        load_profile("nope")
+
+
+def test_user_profile_file(tmp_path: Path):
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        'tasks = ["passivization"]\narchitectures = ["LSTM"]\nseed = 3\n'
+        "[data]\ntrain = 10\ndev = 2\ntest = 2\ngen = 2\n"
+        "[search]\ntrials = 2\n[final]\nruns = 7\n"
+    )
+    p = load_profile(path)
+    assert p.name == "mine" and p.final_runs == 7 and p.search_trials == 2
+    assert p.tasks == ("passivization",)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            'tasks = ["question-formation"]\narchitectures = ["Tf"]\ntrails = 3\n',
+            "unknown key 'trails'",
+        ),
+        ('tasks = ["nope"]\narchitectures = ["Tf"]\n', "unknown task 'nope'.*passivization"),
+        (
+            'tasks = ["passivization"]\narchitectures = ["Tf+Foo"]\n',
+            "unknown architecture 'Tf\\+Foo'",
+        ),
+        ('tasks = ["passivization"]\narchitectures = ["Tf"]\n[data]\ntrain = 1\n', "needs dev"),
+        ("tasks = [", "not valid TOML"),
+    ],
+)
+def test_bad_profiles_are_explained(tmp_path: Path, text, message):
+    path = tmp_path / "bad.toml"
+    sizes = "" if "[data]" in text or "tasks = [\n" == text else ""
+    path.write_text(text + sizes)
+    with pytest.raises(FruitError, match=message):
+        load_profile(path)
+
+
+def test_seeds_are_deterministic_distinct_and_32_bit():
+    p = load_profile("paper")
+    seeds = [s.seed for t in p.tasks for a in p.architectures for s in search_specs(p, t, a)]
+    seeds += [
+        s.seed for t in p.tasks for a in p.architectures for s in final_specs(p, t, a, 1e-4, 1000)
+    ]
+    assert len(seeds) == 7 * 15 * 15 and len(set(seeds)) == len(seeds)
+    assert all(0 <= s < 2**32 for s in seeds)
+    again = [s.seed for s in search_specs(load_profile("paper"), p.tasks[0], p.architectures[0])]
+    assert again == seeds[:10]
+    assert derive_seed(1, "a") != derive_seed(2, "a")
+
+
+def test_search_draws_match_their_distributions():
+    p = load_profile("paper")
+    draws = [draw_search_setting(p, "t", "a", i) for i in range(4000)]
+    b = [d[1] for d in draws]
+    log_lr = [math.log10(d[2]) for d in draws]
+    assert min(b) >= 512 and max(b) <= 2048 and all(isinstance(x, int) for x in b)
+    # uniform over integers: mean (512+2048)/2, both ends reachable
+    assert abs(sum(b) / len(b) - 1280) < 20
+    assert min(b) < 520 and max(b) > 2040
+    # log-uniform: log10(lr) uniform on [-5, -3]: mean -4, quarter of mass below -4.5
+    assert all(-5 <= x <= -3 for x in log_lr)
+    assert abs(sum(log_lr) / len(log_lr) + 4) < 0.03
+    assert abs(sum(x < -4.5 for x in log_lr) / len(log_lr) - 0.25) < 0.03
+    # the draw is reproducible from the recorded draw seed alone
+    draw_seed, b0, lr0 = draws[0]
+    rng = random.Random(draw_seed)
+    assert rng.randint(512, 2048) == b0
+    assert math.isclose(math.exp(rng.uniform(math.log(1e-5), math.log(1e-3))), lr0)
+
+
+def test_plan_records_every_seed_and_draw():
+    p = load_profile("smoke")
+    recorded = plan(p)
+    assert len(recorded["search"]) == len(p.tasks) * len(p.architectures) * p.search_trials
+    first = recorded["search"][0]
+    assert {"seed", "draw_seed", "learning_rate", "batch_tokens"} <= set(first)
+
+
+def test_select_best_against_brute_force():
+    rng = random.Random(0)
+    for _ in range(200):
+        trials = [
+            {
+                "index": i,
+                "best_validation_cross_entropy": rng.choice([rng.random(), None, float("nan")]),
+            }
+            for i in range(rng.randint(1, 6))
+        ]
+        finite = [
+            t
+            for t in trials
+            if isinstance(t["best_validation_cross_entropy"], float)
+            and not math.isnan(t["best_validation_cross_entropy"])
+        ]
+        best = select_best(trials)
+        if not finite:
+            assert best is None
+            continue
+        lowest = min(t["best_validation_cross_entropy"] for t in finite)
+        assert best["best_validation_cross_entropy"] == lowest
+        assert best["index"] == min(
+            t["index"] for t in finite if t["best_validation_cross_entropy"] == lowest
+        )

@@ -1,0 +1,122 @@
+"""The runner on a LocalCluster with a fake train notebook (tests/test_experiments_support.py):
+search, selection, final runs, skipping finished runs, retries and reported failures."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from fruit.experiments import load_profile
+from fruit.experiments_cluster import local_cluster
+from fruit.experiments_sweep import Sweep
+
+from test_experiments_support import (
+    fake_ce,
+    fake_profile_toml,
+    write_fake_data,
+    write_fake_notebook,
+)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = local_cluster(workers=2, threads=1, device="cpu")
+    yield c
+    c.close()
+
+
+def _sweep(tmp_path, cluster, profile, **kwargs):
+    stream = io.StringIO()
+    sweep = Sweep(
+        profile,
+        cluster,
+        results_dir=tmp_path / "results",
+        data_dir=tmp_path / "data",
+        notebook=tmp_path / "train.ipynb",
+        device="cpu",
+        reports=False,
+        stream=stream,
+        poll_seconds=0.2,
+        **kwargs,
+    )
+    return sweep.run(), stream.getvalue()
+
+
+def _profile(tmp_path, **kwargs):
+    path = tmp_path / "fake.toml"
+    path.write_text(fake_profile_toml(**kwargs))
+    return load_profile(path)
+
+
+def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    profile = _profile(tmp_path, trials=3, runs=2)
+
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.ok, out
+    assert result.total == 2 * (3 + 2) and result.trained == 10 and result.found_complete == 0
+    assert "done 10 / running 0 / failed 0 / left 0 of 10" in out
+
+    runs = tmp_path / "results" / "runs" / "fake" / "question-formation"
+    for arch in ("Tf", "Tf+Sup"):
+        search = [
+            json.loads((runs / arch / f"search-{i}" / "metrics.json").read_text()) for i in range(3)
+        ]
+        # oracle: recompute each trial's score from its own settings, pick the lowest
+        for m in search:
+            assert math.isclose(
+                m["best_validation_cross_entropy"],
+                fake_ce(m["learning_rate"], m["batch_tokens"], m["seed"]),
+            )
+        winner = min(
+            search, key=lambda m: fake_ce(m["learning_rate"], m["batch_tokens"], m["seed"])
+        )
+        finals = [
+            json.loads((runs / arch / f"final-{i}" / "metrics.json").read_text()) for i in range(2)
+        ]
+        for m in finals:
+            assert m["learning_rate"] == winner["learning_rate"]
+            assert m["batch_tokens"] == winner["batch_tokens"]
+            assert m["phase"] == "final" and m["steps_run"] == 2
+        assert finals[0]["seed"] != finals[1]["seed"]
+        assert len({m["seed"] for m in search + finals}) == 5
+        selection = json.loads((runs / arch / "selection.json").read_text())
+        assert selection["winner"] == winner["index"]
+        assert (runs / arch / "final-0" / "train.ipynb").is_file()  # the executed notebook
+    plan = json.loads((tmp_path / "results" / "runs" / "fake" / "plan.json").read_text())
+    assert len(plan["search"]) == 6
+
+    again, out = _sweep(tmp_path, cluster, profile)
+    assert again.ok and again.trained == 0 and again.found_complete == 10, out
+
+
+def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    fail = '{"question-formation/Tf/search-1" = 1, "question-formation/Tf+Sup/search-0" = 99}'
+    profile = _profile(tmp_path, trials=2, runs=1, extra=f"fake_fail = {fail}")
+
+    result, out = _sweep(tmp_path, cluster, profile, retries=1)
+    assert not result.ok
+    # Tf: search-1 failed once, its retry succeeded; finals ran.
+    runs = tmp_path / "results" / "runs" / "fake" / "question-formation"
+    assert (runs / "Tf" / "search-1" / "metrics.json").is_file()
+    assert (runs / "Tf" / "final-0" / "metrics.json").is_file()
+    assert "retrying question-formation/Tf/search-1 (attempt 2)" in out
+    assert (runs / "Tf" / "search-1" / "train.attempt-1.ipynb").is_file()  # failed attempt kept
+    # Tf+Sup: search-0 failed twice (1 retry) -> reported by name with its notebook;
+    # its sibling trial still ran; no final runs for that pair.
+    [failure] = result.failures
+    assert failure.name == "question-formation/Tf+Sup/search-0"
+    assert "fake failure 2" in failure.message
+    assert failure.notebook == runs / "Tf+Sup" / "search-0" / "train.ipynb"
+    assert failure.notebook.is_file()
+    assert (runs / "Tf+Sup" / "search-1" / "metrics.json").is_file()
+    assert not (runs / "Tf+Sup" / "final-0").exists()
+    assert result.skipped_groups == ["question-formation/Tf+Sup"]
+    assert "FAILED question-formation/Tf+Sup/search-0" in out and str(failure.notebook) in out
