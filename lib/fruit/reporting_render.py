@@ -41,9 +41,8 @@ def format_prior(value: float) -> str:
 def caption(table: Table) -> str:
     """The plain-text caption: task, and the scale note of a reduced-scale profile."""
     text = f"Results on {table.title}"
-    if table.source not in ("paper-reported",):
-        text += f" (ours, profile {table.source}"
-        text += f"; {table.scale_note})" if table.scale_note else ")"
+    if table.source != "paper-reported":
+        text += f" (ours; {table.scale_note or f'profile {table.source}'})"
     else:
         text += " (numbers reported in the paper)"
     return text + "."

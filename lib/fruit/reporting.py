@@ -1,0 +1,182 @@
+"""Run folders -> the paper's tables and bar charts, side by side with the paper's numbers.
+
+The functions the notebooks (``tables.ipynb``, ``figures.ipynb``) and ``fruit report`` call::
+
+    tables = load_tables("results/runs", "quick")       # task -> Table (final runs only)
+    write_tables(tables, "results/tables/quick")          # <task>.tex / .csv / .md, tables.md
+    write_comparisons(tables, "results/tables/quick")     # <task>.comparison.csv / .md
+    write_figures(tables, "figures/quick")                # bar-<task>.png/.pdf, bar-charts.png/.pdf
+    write_paper_tables("results/tables/paper-reported")   # the paper's numbers, same renderer
+    write_paper_figures("figures/paper-reported")
+
+``report(...)`` does all of it. Reporting reads only ``metrics.json`` files and the
+transcribed paper numbers (``fruit/reporting_data``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fruit.io import atomic_write_text
+from fruit.reporting_figures import bar_chart_figure, figure_pixels, save_figure
+from fruit.reporting_render import (
+    caption,
+    csv_records,
+    csv_table,
+    latex_table,
+    markdown_comparison,
+    markdown_table,
+)
+from fruit.reporting_runs import ARCHITECTURE_ORDER, COLUMNS, TASK_ORDER, TASK_TITLES, load_runs
+from fruit.reporting_tables import (
+    PAPER,
+    Cell,
+    Row,
+    Table,
+    aggregate,
+    bar_chart_data,
+    comparison,
+    paper_bar_charts,
+    paper_table,
+    tasks_with_runs,
+)
+
+__all__ = [
+    "ARCHITECTURE_ORDER",
+    "COLUMNS",
+    "PAPER",
+    "TASK_ORDER",
+    "Cell",
+    "Row",
+    "Table",
+    "bar_chart_data",
+    "figure_pixels",
+    "load_tables",
+    "paper_tables",
+    "report",
+    "write_comparisons",
+    "write_figures",
+    "write_paper_figures",
+    "write_paper_tables",
+    "write_tables",
+]
+
+
+def load_tables(
+    results_dir: str | Path, profile: str, expected_runs: int | None = None
+) -> dict[str, Table]:
+    """task -> Table aggregated from the profile's final runs, for every task that has runs."""
+    runs = load_runs(results_dir, profile, phase="final")
+    return {t: aggregate(runs, t, profile, expected_runs) for t in tasks_with_runs(runs)}
+
+
+def paper_tables() -> dict[str, Table]:
+    """task -> the paper's table (transcribed numbers and bold flags)."""
+    return {t: paper_table(t) for t in TASK_ORDER}
+
+
+def write_tables(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
+    """``<task>.tex`` (booktabs/siunitx), ``<task>.csv``, ``<task>.md``, and ``tables.md`` with all."""
+    out_dir = Path(out_dir)
+    written = []
+    for task, table in tables.items():
+        for ext, text in (
+            ("tex", latex_table(table)),
+            ("csv", csv_table(table)),
+            ("md", markdown_table(table)),
+        ):
+            atomic_write_text(out_dir / f"{task}.{ext}", text)
+            written.append(out_dir / f"{task}.{ext}")
+    atomic_write_text(out_dir / "tables.md", "\n".join(markdown_table(t) for t in tables.values()))
+    return [*written, out_dir / "tables.md"]
+
+
+def write_comparisons(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
+    """Per task: ours, the paper's, and the difference per cell (``<task>.comparison.*``)."""
+    out_dir = Path(out_dir)
+    written = []
+    for task, ours in tables.items():
+        if task not in TASK_ORDER:
+            continue  # a task the paper does not have
+        records = comparison(ours, paper_table(task))
+        atomic_write_text(out_dir / f"{task}.comparison.csv", csv_records(records))
+        atomic_write_text(out_dir / f"{task}.comparison.md", markdown_comparison(ours, records))
+        written += [out_dir / f"{task}.comparison.csv", out_dir / f"{task}.comparison.md"]
+    return written
+
+
+def figure_title(source: str) -> str:
+    if source == PAPER:
+        return "Reported in the paper (mean of 5 runs, ±1 std; models with test FA ≥ 0.900)"
+    scale = "" if source == "paper" else f"; reduced-scale profile: {source}"
+    return f"Ours, profile {source}{scale} (mean over runs, ±1 std; models with test FA ≥ 0.900)"
+
+
+def write_bar_charts(
+    bars_by_task: dict[str, list[dict]], out_dir: str | Path, source: str
+) -> list[Path]:
+    """``bar-<task>.png/.pdf`` per task and ``bar-charts.png/.pdf`` with every task."""
+    out_dir = Path(out_dir)
+    written = []
+    title = figure_title(source)
+    for task, bars in bars_by_task.items():
+        written += save_figure(bar_chart_figure({task: bars}, title), out_dir / f"bar-{task}")
+    if bars_by_task:
+        written += save_figure(bar_chart_figure(bars_by_task, title), out_dir / "bar-charts")
+    return written
+
+
+def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
+    """The bar charts of our tables (every task with runs)."""
+    if not tables:
+        return []
+    source = next(iter(tables.values())).source
+    return write_bar_charts({t: bar_chart_data(tab) for t, tab in tables.items()}, out_dir, source)
+
+
+def write_paper_tables(out_dir: str | Path) -> list[Path]:
+    return write_tables(paper_tables(), out_dir)
+
+
+def write_paper_figures(out_dir: str | Path) -> list[Path]:
+    """The paper's bar-chart figure (its four tasks), from the transcribed bar heights."""
+    by_task: dict[str, list[dict]] = {}
+    for bar in paper_bar_charts():
+        by_task.setdefault(bar["task"], []).append(bar)
+    return write_bar_charts(by_task, out_dir, PAPER)
+
+
+def report(
+    results_dir: str | Path,
+    profile: str,
+    tables_dir: str | Path = "results/tables",
+    figures_dir: str | Path = "figures",
+    expected_runs: int | None = None,
+    paper: bool = True,
+    figures: bool = True,
+) -> dict[str, list[Path]]:
+    """Everything: tables, comparisons and figures of ``profile`` (in ``<dir>/<profile>/``) and,
+    with ``paper``, the paper's own tables and figures (in ``<dir>/paper-reported/``)."""
+    tables = load_tables(results_dir, profile, expected_runs)
+    written = {
+        "tables": write_tables(tables, Path(tables_dir) / profile),
+        "comparisons": write_comparisons(tables, Path(tables_dir) / profile),
+    }
+    if figures:
+        written["figures"] = write_figures(tables, Path(figures_dir) / profile)
+    if paper:
+        written["paper_tables"] = write_paper_tables(Path(tables_dir) / PAPER)
+        if figures:
+            written["paper_figures"] = write_paper_figures(Path(figures_dir) / PAPER)
+    return written
+
+
+def summary(tables: dict[str, Table]) -> str:
+    """One line per task: how many architectures have runs, and the scale note."""
+    lines = []
+    for task, t in tables.items():
+        with_runs = sum(1 for r in t.rows if r.runs)
+        lines.append(
+            f"{TASK_TITLES.get(task, task)}: {with_runs}/{len(t.rows)} architectures with complete runs. {caption(t)}"
+        )
+    return "\n".join(lines)

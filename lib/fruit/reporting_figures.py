@@ -1,0 +1,122 @@
+"""The paper's bar-chart figure: per task, full and partial accuracy, hierarchical vs linear.
+
+Bars are the table means with one-standard-deviation error bars, for the architectures whose
+mean test full accuracy, as printed, is at least 0.900 (``bar_chart_data``). Colours follow
+the paper's pgfplots styles (``green!40`` fill with ``green!60!black`` edges for the
+hierarchical rule, the same in red for the linear rule).
+
+Figures are ``matplotlib.figure.Figure`` objects built without pyplot, so nothing global is
+touched; a notebook shows one with ``display(fig)``. Sizes are fixed (``FIG_WIDTH`` inches,
+``ROW_HEIGHT`` inches per task plus ``TITLE_HEIGHT``, at ``DPI``) so the PNG's pixel size is
+known in advance: ``figure_pixels(n_tasks)``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from fruit.io import atomic_open
+from fruit.reporting_runs import ARCHITECTURE_ORDER, TASK_TITLES
+
+FIG_WIDTH = 8.0  # inches
+ROW_HEIGHT = 2.4  # inches per task
+TITLE_HEIGHT = 0.6  # inches for the title and legend
+DPI = 150
+
+STYLE = {
+    "hierarchical": {"fill": (0.6, 1.0, 0.6), "edge": (0.0, 0.6, 0.0), "label": "Hierarchical"},
+    "linear": {"fill": (1.0, 0.6, 0.6), "edge": (0.6, 0.0, 0.0), "label": "Linear"},
+}
+YLABELS = {"full": "Full Accuracy", "partial": "Partial Accuracy"}
+
+
+def figure_pixels(n_tasks: int) -> tuple[int, int]:
+    """(width, height) in pixels of the PNG of a figure with ``n_tasks`` rows."""
+    return round(FIG_WIDTH * DPI), round((ROW_HEIGHT * n_tasks + TITLE_HEIGHT) * DPI)
+
+
+def _architectures(bars: list[dict]) -> list[str]:
+    present = {b["architecture"] for b in bars}
+    return [a for a in ARCHITECTURE_ORDER if a in present] + sorted(
+        present - set(ARCHITECTURE_ORDER)
+    )
+
+
+def draw_bars(ax, bars: list[dict], accuracy: str, title: str) -> None:
+    """Hierarchical (green) next to linear (red) bars of one task and one accuracy."""
+    bars = [b for b in bars if b["accuracy"] == accuracy]
+    archs = _architectures(bars)
+    width = 0.38
+    for k, rule in enumerate(("hierarchical", "linear")):
+        style = STYLE[rule]
+        by_arch = {b["architecture"]: b for b in bars if b["rule"] == rule}
+        xs, means, stds = [], [], []
+        for i, arch in enumerate(archs):
+            b = by_arch.get(arch)
+            if b is None or math.isnan(b["mean"]):
+                continue
+            xs.append(i + (k - 0.5) * width)
+            means.append(b["mean"])
+            stds.append(0.0 if math.isnan(b["std"]) else b["std"])
+        ax.bar(
+            xs,
+            means,
+            width,
+            yerr=stds,
+            color=style["fill"],
+            edgecolor=style["edge"],
+            linewidth=0.8,
+            error_kw={"ecolor": style["edge"], "capsize": 2, "elinewidth": 0.8},
+        )
+    ax.set_ylim(0, 1)
+    ax.set_ylabel(YLABELS[accuracy])
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks(range(len(archs)), archs, rotation=20, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, max(len(archs), 1) - 0.4)
+    if not archs:
+        ax.text(
+            0.5,
+            0.5,
+            "no architecture with mean test FA ≥ 0.900",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=8,
+        )
+    sns.despine(ax=ax)
+
+
+def bar_chart_figure(bars_by_task: dict[str, list[dict]], title: str) -> Figure:
+    """One row per task (full accuracy left, partial right), a legend and a title line."""
+    tasks = list(bars_by_task)
+    width, height = FIG_WIDTH, ROW_HEIGHT * len(tasks) + TITLE_HEIGHT
+    with sns.axes_style("ticks"):
+        fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+        axes = fig.subplots(len(tasks), 2, squeeze=False)
+        for row, task in zip(axes, tasks):
+            for ax, accuracy in zip(row, ("full", "partial")):
+                draw_bars(
+                    ax, bars_by_task[task], accuracy, TASK_TITLES.get(task, task).capitalize()
+                )
+    handles = [
+        Patch(facecolor=s["fill"], edgecolor=s["edge"], label=s["label"]) for s in STYLE.values()
+    ]
+    fig.legend(handles=handles, loc="outside upper right", ncols=2, frameon=False, fontsize=8)
+    fig.suptitle(title, fontsize=10, x=0.02, ha="left")
+    return fig
+
+
+def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
+    """Write ``stem.png`` and ``stem.pdf`` atomically, at the figure's fixed size."""
+    paths = []
+    for ext in ("png", "pdf"):
+        path = Path(f"{stem}.{ext}")
+        with atomic_open(path, "wb") as f:
+            fig.savefig(f, format=ext, dpi=DPI)
+        paths.append(path)
+    return paths

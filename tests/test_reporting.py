@@ -1,0 +1,206 @@
+"""Aggregating run folders into the paper's tables; graceful degradation; files and figures."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+
+import pytest
+from fruit import reporting
+from fruit.errors import FruitError
+from fruit.reporting_render import format_std, latex_table, markdown_table
+from fruit.reporting_runs import ARCHITECTURE_ORDER, COLUMNS, load_runs
+from fruit.reporting_tables import bar_chart_data
+from PIL import Image
+from test_reporting_fakes import write_fake_results, write_run
+
+QF = "question-formation"
+
+
+def metrics(test, hier, lin, phier, plin):
+    full = {"test": test, "hierarchical": hier, "linear": lin, "log_ratio": math.log(hier / lin)}
+    partial = {
+        "test": None,
+        "hierarchical": phier,
+        "linear": plin,
+        "log_ratio": math.log(phier / plin),
+    }
+    return full, partial
+
+
+def test_mean_and_population_std_over_runs(tmp_path):
+    values = [
+        (0.99, 0.30, 0.10, 0.7, 0.3),
+        (0.97, 0.10, 0.20, 0.6, 0.4),
+        (0.98, 0.20, 0.05, 0.9, 0.1),
+    ]
+    for i, v in enumerate(values):
+        write_run(tmp_path, "smoke", QF, "Tf+Nd", i, *metrics(*v))
+    table = reporting.load_tables(tmp_path, "smoke")[QF]
+    row = table.row("Tf+Nd")
+    assert row.runs == 3 and row.runs_label() == "3"
+    columns = list(zip(*values))
+    expected = [
+        columns[0],
+        columns[1],
+        columns[2],
+        [math.log(h / l) for h, l in zip(columns[1], columns[2])],
+        columns[3],
+        columns[4],
+        [math.log(h / l) for h, l in zip(columns[3], columns[4])],
+    ]
+    for cell, vals in zip(row.cells, expected):
+        assert math.isclose(cell.mean, statistics.fmean(vals))
+        assert math.isclose(cell.std, statistics.pstdev(vals), abs_tol=1e-12)  # population, ddof 0
+
+
+def test_cell_format_like_the_paper():
+    assert format_std(0.004) == ".00"
+    assert format_std(0.247) == ".25"
+    assert format_std(2.437) == "2.44"
+    assert format_std(10.094) == "10.09"
+
+
+def test_bold_on_unrounded_means_max_min_per_column(tmp_path):
+    # Both test means print as 0.999; only the larger unrounded one is bold.
+    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9991, 0.2, 0.30, 0.5, 0.5))
+    write_run(tmp_path, "smoke", QF, "Tf+Sup", 0, *metrics(0.9993, 0.1, 0.05, 0.6, 0.2))
+    table = reporting.load_tables(tmp_path, "smoke")[QF]
+    tf, sup = table.row("Tf"), table.row("Tf+Sup")
+    j = {c: i for i, c in enumerate(COLUMNS)}
+    assert not tf.cells[j["full", "test"]].bold and sup.cells[j["full", "test"]].bold
+    assert tf.cells[j["full", "hierarchical"]].bold  # max
+    assert sup.cells[j["full", "linear"]].bold and not tf.cells[j["full", "linear"]].bold  # min
+    assert sup.cells[j["full", "log_ratio"]].bold  # log(2) > log(2/3)
+    tex = latex_table(table)
+    assert r"Tf & \meanAndVar{0.999}{.00}" in tex
+    assert r"Tf+Sup & \meanAndVarBold{0.999}{.00}" in tex
+
+
+def test_missing_runs_show_as_dashes_with_counts(tmp_path):
+    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "smoke", QF, "Tf", 1, *metrics(0.97, 0.2, 0.3, 0.5, 0.5))
+    # Tf+Sup: one complete run, one diverged, one unfinished (no metrics.json).
+    write_run(tmp_path, "smoke", QF, "Tf+Sup", 0, *metrics(0.50, 0.1, 0.2, 0.4, 0.6))
+    write_run(tmp_path, "smoke", QF, "Tf+Sup", 1, status="diverged")
+    (tmp_path / "smoke" / QF / "Tf+Sup" / "final-2").mkdir()
+    # LSTM: only diverged.
+    write_run(tmp_path, "smoke", QF, "LSTM", 0, status="diverged")
+    # A search run is not a final run and is ignored.
+    write_run(tmp_path, "smoke", QF, "RNN", 0, *metrics(0.99, 0.9, 0.01, 0.9, 0.1), phase="search")
+
+    table = reporting.load_tables(tmp_path, "smoke", expected_runs=2)[QF]
+    assert [r.architecture for r in table.rows] == list(ARCHITECTURE_ORDER)
+    assert table.row("Tf").runs_label() == "2"
+    sup = table.row("Tf+Sup")
+    assert sup.runs_label() == "1/2 (1 diverged, 1 unfinished)"
+    assert math.isclose(sup.cells[0].mean, 0.50)  # averaged over the complete run only
+    assert table.row("LSTM").runs_label() == "0/2 (1 diverged)"
+    assert table.row("RNN").runs_label() == "0/2"
+    assert all(c.mean is None and not c.bold for c in table.row("RNN").cells)
+
+    tex, md = latex_table(table), markdown_table(table)
+    empty = " & ".join([r"\text{--} &"] * 7)
+    assert rf"RNN & {empty} & 0/2 \\" in tex
+    assert rf"LSTM & {empty} & 0/2 (1 diverged) \\" in tex
+    assert "| RNN | " + " | ".join(["--"] * 7) + " | 0/2 |" in md
+    assert "| Tf+Sup | 0.500 ±.00 |" in md and "1/2 (1 diverged, 1 unfinished)" in md
+
+
+def test_default_expected_runs_is_the_largest_row(tmp_path):
+    for i in range(3):
+        write_run(tmp_path, "smoke", QF, "Tf", i, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "smoke", QF, "Tf+Nd", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    table = reporting.load_tables(tmp_path, "smoke")[QF]
+    assert table.row("Tf").runs_label() == "3"
+    assert table.row("Tf+Nd").runs_label() == "1/3"
+
+
+def test_a_cell_missing_in_some_run_is_dashes_not_a_partial_average(tmp_path):
+    full, partial = metrics(0.99, 0.2, 0.3, 0.5, 0.5)
+    write_run(tmp_path, "smoke", QF, "Tf", 0, full, partial)
+    write_run(tmp_path, "smoke", QF, "Tf", 1, {**full, "log_ratio": None}, partial)
+    row = reporting.load_tables(tmp_path, "smoke")[QF].row("Tf")
+    assert row.cells[COLUMNS.index(("full", "log_ratio"))].mean is None
+    assert math.isclose(row.cells[0].mean, 0.99)
+
+
+def test_extra_architectures_are_listed_but_never_bold(tmp_path):
+    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "smoke", QF, "GRU+Nd", 0, *metrics(1.0, 0.9, 0.01, 0.9, 0.1))
+    table = reporting.load_tables(tmp_path, "smoke")[QF]
+    assert table.rows[-1].architecture == "GRU+Nd"
+    assert not any(c.bold for c in table.rows[-1].cells)
+    assert table.row("Tf").cells[0].bold
+
+
+def test_unknown_profile_lists_the_profiles(tmp_path):
+    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
+    with pytest.raises(FruitError, match="smoke"):
+        load_runs(tmp_path, "quick")
+    with pytest.raises(FruitError, match="no profile folders"):
+        load_runs(tmp_path / "nothing", "quick")
+
+
+def test_bad_metrics_json_names_the_file(tmp_path):
+    run = write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
+    (run / "metrics.json").write_text("{not json")
+    with pytest.raises(FruitError, match="metrics.json"):
+        load_runs(tmp_path, "smoke")
+
+
+def test_reduced_scale_profiles_say_so(tmp_path):
+    write_fake_results(tmp_path, "quick", [QF], ["Tf", "RNN"], runs=1)
+    write_fake_results(tmp_path, "paper", [QF], ["Tf", "RNN"], runs=1)
+    quick = reporting.load_tables(tmp_path, "quick")[QF]
+    paper = reporting.load_tables(tmp_path, "paper")[QF]
+    for render in (latex_table, markdown_table):
+        assert "reduced-scale profile: quick" in render(quick)
+        assert "reduced-scale" not in render(paper)
+    assert "reduced-scale profile: quick" in reporting.figure_title("quick")
+    assert "reduced-scale" not in reporting.figure_title("paper")
+
+
+def test_bar_chart_keeps_rows_with_printed_test_fa_at_least_0_9(tmp_path):
+    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.8996, 0.2, 0.3, 0.5, 0.5))  # prints 0.900
+    write_run(tmp_path, "smoke", QF, "RNN", 0, *metrics(0.8994, 0.2, 0.3, 0.5, 0.5))  # prints 0.899
+    bars = bar_chart_data(reporting.load_tables(tmp_path, "smoke")[QF])
+    assert {b["architecture"] for b in bars} == {"Tf"}
+    assert len(bars) == 4  # full/partial x hierarchical/linear
+
+
+def test_report_writes_every_file_and_png_sizes(tmp_path):
+    results = tmp_path / "runs"
+    tasks = [QF, "passivization"]
+    write_fake_results(results, "smoke", tasks, ["Tf", "Tf+Nd", "RNN"], runs=2)
+    written = reporting.report(results, "smoke", tmp_path / "tables", tmp_path / "figures")
+    ours = tmp_path / "tables" / "smoke"
+    for task in tasks:
+        for name in (
+            f"{task}.tex",
+            f"{task}.csv",
+            f"{task}.md",
+            f"{task}.comparison.csv",
+            f"{task}.comparison.md",
+        ):
+            assert (ours / name).stat().st_size > 0, name
+    with open(ours / f"{QF}.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["kind"] == "ours"]
+    assert len(rows) == 15 and rows[0]["architecture"] == "Tf" and rows[0]["runs"] == "2"
+    with open(ours / f"{QF}.comparison.csv") as f:
+        comp = [r for r in csv.DictReader(f) if r["architecture"] == "Tf" and r["column"] == "test"]
+    assert math.isclose(float(comp[0]["difference"]), float(comp[0]["ours_mean"]) - 0.999)
+    assert len(list((tmp_path / "tables" / "paper-reported").glob("*.tex"))) == 7
+
+    figs = tmp_path / "figures"
+    for stem, n in [
+        (f"smoke/bar-{QF}", 1),
+        ("smoke/bar-charts", 2),
+        ("paper-reported/bar-charts", 4),
+    ]:
+        with Image.open(figs / f"{stem}.png") as im:
+            assert im.size == reporting.figure_pixels(n), stem
+            assert im.convert("L").getextrema()[0] < 128  # something dark was drawn
+        assert (figs / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+    assert all(p.exists() for paths in written.values() for p in paths)
