@@ -13,6 +13,8 @@ transformers the root is taken in ``s = d / heads`` and ``d = heads * round(s)``
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import sympy
 
 from fruit.models.registry import DEFAULT_OPTIONS, ArchSpec, parse_architecture
@@ -22,13 +24,13 @@ V_symbol = sympy.Symbol("V", positive=True, integer=True)
 
 # Content-type counts V of the published files (dev ∪ test; gen adds no type), one per task,
 # from models.md §10.5. `fruit sizes --data-dir` recounts V from a train.tsv when one exists.
-PAPER_VOCAB_SIZES = {
+PAPER_VOCAB_SIZES = {  # in the paper's task order
     "question-formation": 68,
     "question-formation-in-german": 104,
-    "question-formation-with-have": 68,
-    "tense-reinflection": 98,
     "tense-reinflection-with-do": 69,
     "passivization": 54,
+    "question-formation-with-have": 68,
+    "tense-reinflection": 98,
     "passivization-in-german": 94,
 }
 
@@ -95,17 +97,19 @@ def parameter_count(arch: str, d: int, vocab_size: int, **options) -> int:
 
 
 def _round_half_even(x: sympy.Expr) -> int:
-    """Python's round() on an exact real algebraic number (exact ties go to even)."""
-    x = sympy.nsimplify(x) if x.is_Float else x
-    lower = int(sympy.floor(x))
-    frac = sympy.simplify(x - lower - sympy.Rational(1, 2))
-    if frac == 0:
-        return lower if lower % 2 == 0 else lower + 1
-    return lower + 1 if frac.is_positive else lower
+    """Python's round() on an exact real root (exact ties go to even).
+
+    A root of a polynomial with rational coefficients from ``sympy.roots`` is a
+    Rational when it is rational; only then can it be a tie. Otherwise sympy's floor
+    evaluates the surd to whatever precision it needs.
+    """
+    if x.is_Rational:
+        return round(Fraction(int(x.p), int(x.q)))  # Fraction rounds half to even
+    return int(sympy.floor(x + sympy.Rational(1, 2)))
 
 
 def _positive_root(expr, symbol, target: int):
-    roots = [r for r in sympy.solve(sympy.Eq(expr, target), symbol) if r.is_real and r > 0]
+    roots = [r for r in sympy.roots(sympy.Poly(expr - target, symbol)) if r.is_real and r > 0]
     if len(roots) != 1:
         raise ValueError(f"expected one positive root of N = {target}, got {roots}")
     return roots[0]

@@ -1,0 +1,71 @@
+"""``fruit sizes``: d and the parameter count of every architecture, for every task.
+
+V is the number of content types of the task's training file when ``--data-dir``
+holds ``<task>/train.tsv``, and otherwise the paper's V (counted from the published
+files, models.md §10.5). With ``--check`` every model is also built and its
+trainable parameters counted, which must equal the SymPy expression.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fruit.errors import FruitError, unknown_choice
+
+
+def add_arguments(parser):
+    parser.add_argument("--task", help="one task slug (default: all seven)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="folder with <task>/train.tsv to count V from"
+    )
+    parser.add_argument("--target", type=int, default=200_000, help="parameter target (200000)")
+    parser.add_argument(
+        "--check", action="store_true", help="also build each model and count its parameters"
+    )
+
+
+def vocab_size(task: str, data_dir: Path | None) -> tuple[int, str]:
+    """(V, where it came from) for one task."""
+    from fruit.models import PAPER_VOCAB_SIZES
+
+    if data_dir is not None:
+        train = data_dir / task / "train.tsv"
+        if train.is_file():
+            from fruit.tasks import Vocabulary, read_tsv
+
+            return Vocabulary.from_examples(read_tsv(train)).size, str(train)
+    return PAPER_VOCAB_SIZES[task], "paper"
+
+
+def size_rows(vocab: int, target: int, check: bool = False) -> list[dict]:
+    from fruit.models import ARCHITECTURES, build_model, choose_d, num_parameters, parameter_count
+
+    rows = []
+    for arch in ARCHITECTURES:
+        d = choose_d(arch, vocab, target)
+        row = {"architecture": arch, "d": d, "parameters": parameter_count(arch, d, vocab)}
+        if check:
+            built = num_parameters(build_model(arch, vocab, d=d))
+            if built != row["parameters"]:
+                raise FruitError(f"{arch}: built model has {built} parameters, SymPy says {row}")
+        rows.append(row)
+    return rows
+
+
+def main(args) -> int:
+    from fruit.models import PAPER_VOCAB_SIZES
+
+    if args.target < 1:
+        raise FruitError(f"--target must be positive, got {args.target}")
+    if args.task is not None and args.task not in PAPER_VOCAB_SIZES:
+        raise unknown_choice("task", args.task, PAPER_VOCAB_SIZES)
+    tasks = [args.task] if args.task else list(PAPER_VOCAB_SIZES)
+    for i, task in enumerate(tasks):
+        vocab, source = vocab_size(task, args.data_dir)
+        if i:
+            print()
+        print(f"{task}  V={vocab} ({source})  target={args.target:,}")
+        print(f"{'architecture':<12} {'d':>4} {'parameters':>11}")
+        for row in size_rows(vocab, args.target, args.check):
+            print(f"{row['architecture']:<12} {row['d']:>4} {row['parameters']:>11,}")
+    return 0
