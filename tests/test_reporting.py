@@ -109,12 +109,24 @@ def test_missing_runs_show_as_dashes_with_counts(tmp_path):
 
 
 def test_default_expected_runs_is_the_largest_row(tmp_path):
+    # "fake" is no shipped profile, so the run folders alone decide.
     for i in range(3):
-        write_run(tmp_path, "smoke", QF, "Tf", i, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
-    write_run(tmp_path, "smoke", QF, "Tf+Nd", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
-    table = reporting.load_tables(tmp_path, "smoke")[QF]
+        write_run(tmp_path, "fake", QF, "Tf", i, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "fake", QF, "Tf+Nd", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    table = reporting.load_tables(tmp_path, "fake")[QF]
     assert table.row("Tf").runs_label() == "3"
     assert table.row("Tf+Nd").runs_label() == "1/3"
+
+
+def test_expected_runs_and_scale_come_from_the_profile(tmp_path):
+    from fruit.experiments import load_profile
+
+    paper = load_profile("paper")
+    write_run(tmp_path / "runs", "paper", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    # results_dir may also be the folder above runs/ (what `fruit run` passes)
+    table = reporting.load_tables(tmp_path, "paper")[QF]
+    assert table.row("Tf").runs_label() == f"1/{paper.final_runs}"
+    assert table.scale_note == ("reduced-scale profile: paper" if paper.reduced else "")
 
 
 def test_a_cell_missing_in_some_run_is_dashes_not_a_partial_average(tmp_path):

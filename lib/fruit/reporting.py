@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fruit.errors import FruitError
 from fruit.io import atomic_write_text
 from fruit.reporting_figures import bar_chart_figure, figure_pixels, save_figure
 from fruit.reporting_render import (
@@ -62,12 +63,34 @@ __all__ = [
 ]
 
 
+def profile_settings(profile: str) -> tuple[int | None, bool | None]:
+    """(final runs per architecture, reduced?) of a shipped or file profile; (None, None) if
+    it cannot be read (reporting then works from the run folders alone)."""
+    try:
+        from fruit.experiments import load_profile
+
+        p = load_profile(profile)
+    except (ImportError, FruitError):
+        return None, None
+    return p.final_runs, p.reduced
+
+
 def load_tables(
     results_dir: str | Path, profile: str, expected_runs: int | None = None
 ) -> dict[str, Table]:
-    """task -> Table aggregated from the profile's final runs, for every task that has runs."""
+    """task -> Table aggregated from the profile's final runs, for every task that has runs.
+
+    ``expected_runs`` (the "of N" in each row's run count) defaults to the profile's number of
+    final runs, else to the largest number of run folders of any architecture.
+    """
     runs = load_runs(results_dir, profile, phase="final")
-    return {t: aggregate(runs, t, profile, expected_runs) for t in tasks_with_runs(runs)}
+    profile_runs, reduced = profile_settings(profile)
+    expected = expected_runs or profile_runs
+    tables = {}
+    for task in tasks_with_runs(runs):
+        tables[task] = aggregate(runs, task, profile, expected)
+        tables[task].reduced = reduced
+    return tables
 
 
 def paper_tables() -> dict[str, Table]:
@@ -105,20 +128,19 @@ def write_comparisons(tables: dict[str, Table], out_dir: str | Path) -> list[Pat
     return written
 
 
-def figure_title(source: str) -> str:
+def figure_title(source: str, reduced: bool | None = None) -> str:
     if source == PAPER:
         return "Reported in the paper (mean of 5 runs, ±1 std; models with test FA ≥ 0.900)"
-    scale = "" if source == "paper" else f"; reduced-scale profile: {source}"
-    return f"Ours, profile {source}{scale} (mean over runs, ±1 std; models with test FA ≥ 0.900)"
+    note = Table("", [], source=source, reduced=reduced).scale_note or f"profile {source}"
+    return f"Ours; {note} (mean over runs, ±1 std; models with test FA ≥ 0.900)"
 
 
 def write_bar_charts(
-    bars_by_task: dict[str, list[dict]], out_dir: str | Path, source: str
+    bars_by_task: dict[str, list[dict]], out_dir: str | Path, title: str
 ) -> list[Path]:
     """``bar-<task>.png/.pdf`` per task and ``bar-charts.png/.pdf`` with every task."""
     out_dir = Path(out_dir)
     written = []
-    title = figure_title(source)
     for task, bars in bars_by_task.items():
         written += save_figure(bar_chart_figure({task: bars}, title), out_dir / f"bar-{task}")
     if bars_by_task:
@@ -130,8 +152,9 @@ def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
     """The bar charts of our tables (every task with runs)."""
     if not tables:
         return []
-    source = next(iter(tables.values())).source
-    return write_bar_charts({t: bar_chart_data(tab) for t, tab in tables.items()}, out_dir, source)
+    first = next(iter(tables.values()))
+    title = figure_title(first.source, first.reduced)
+    return write_bar_charts({t: bar_chart_data(tab) for t, tab in tables.items()}, out_dir, title)
 
 
 def write_paper_tables(out_dir: str | Path) -> list[Path]:
@@ -143,7 +166,7 @@ def write_paper_figures(out_dir: str | Path) -> list[Path]:
     by_task: dict[str, list[dict]] = {}
     for bar in paper_bar_charts():
         by_task.setdefault(bar["task"], []).append(bar)
-    return write_bar_charts(by_task, out_dir, PAPER)
+    return write_bar_charts(by_task, out_dir, figure_title(PAPER))
 
 
 def report(

@@ -98,15 +98,25 @@ def available_profiles(results_dir: str | Path) -> list[str]:
     )
 
 
+def runs_dir(results_dir: str | Path, profile: str) -> Path:
+    """``results_dir`` itself, or ``results_dir/runs`` when the profile's folder is there."""
+    results_dir = Path(results_dir)
+    if not (results_dir / profile).is_dir() and (results_dir / "runs").is_dir():
+        return results_dir / "runs"
+    return results_dir
+
+
 def load_runs(
     results_dir: str | Path, profile: str, phase: str | None = "final"
 ) -> list[RunResult]:
     """Every run folder of ``profile`` under ``results_dir`` (``phase=None``: all phases).
 
-    ``results_dir`` is the folder that holds one folder per profile (``results/runs``).
-    Raises FruitError, listing the profiles that exist, when ``profile`` has no folder.
+    ``results_dir`` is the folder that holds one folder per profile (``results/runs``), or
+    the folder above it (``results``). Raises FruitError, listing the profiles that exist,
+    when ``profile`` has no folder.
     """
-    root = Path(results_dir) / profile
+    results_dir = runs_dir(results_dir, profile)
+    root = results_dir / profile
     if not root.is_dir():
         found = available_profiles(results_dir)
         if not found:

@@ -50,12 +50,11 @@ class Row:
     unfinished: int = 0
 
     def runs_label(self) -> str:
-        """ "5", "3/5", "4/5 (1 diverged)", "0/5 (2 unfinished)"."""
+        """Run count: "5", "3/5", "4/5 (1 diverged)", "0/5 (2 unfinished)"."""
         if self.runs is None:
             return ""
-        text = (
-            str(self.runs) if self.expected in (None, self.runs) else f"{self.runs}/{self.expected}"
-        )
+        short = self.expected is None or self.runs >= self.expected
+        text = str(self.runs) if short else f"{self.runs}/{self.expected}"
         notes = [
             f"{n} {what}"
             for n, what in ((self.diverged, "diverged"), (self.unfinished, "unfinished"))
@@ -81,6 +80,7 @@ class Table:
     prior: list[PriorRow] = field(default_factory=list)
     source: str = PAPER  # PAPER or the name of the profile the runs came from
     formats: tuple[str, ...] | None = None  # siunitx table-format per column; None: from data
+    reduced: bool | None = None  # a reduced-scale profile? None: every profile but "paper" is
 
     @property
     def title(self) -> str:
@@ -89,7 +89,8 @@ class Table:
     @property
     def scale_note(self) -> str:
         """The line every table and figure of a non-paper profile carries ("" otherwise)."""
-        if self.source in (PAPER, "paper"):
+        reduced = self.source != "paper" if self.reduced is None else self.reduced
+        if self.source == PAPER or not reduced:
             return ""
         return f"reduced-scale profile: {self.source}"
 

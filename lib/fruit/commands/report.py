@@ -1,0 +1,63 @@
+"""``fruit report``: run folders -> the paper's tables and bar charts, next to the paper's.
+
+Runs the same functions as ``notebooks/tables.ipynb`` and ``notebooks/figures.ipynb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--results",
+        default="results/runs",
+        metavar="DIR",
+        help="folder with one folder of run folders per profile, or the folder above it "
+        "(default: results/runs)",
+    )
+    parser.add_argument("--profile", default="quick", help="profile to report (default: quick)")
+    parser.add_argument(
+        "--out",
+        default="results/tables",
+        metavar="DIR",
+        help="tables go to DIR/<profile>/ and the paper's to DIR/paper-reported/ "
+        "(default: results/tables)",
+    )
+    parser.add_argument(
+        "--figures",
+        default="figures",
+        metavar="DIR",
+        help="bar charts go to DIR/<profile>/ and DIR/paper-reported/ (default: figures)",
+    )
+    parser.add_argument(
+        "--expected-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="final runs each row should have (default: the profile's, else the most found)",
+    )
+    parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    parser.add_argument(
+        "--no-paper", action="store_true", help="skip the paper's own tables/figures"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from fruit import reporting
+
+    written = reporting.report(
+        args.results,
+        args.profile,
+        tables_dir=args.out,
+        figures_dir=args.figures,
+        expected_runs=args.expected_runs,
+        paper=not args.no_paper,
+        figures=not args.no_figures,
+    )
+    tables = reporting.load_tables(args.results, args.profile, args.expected_runs)
+    print(reporting.summary(tables))
+    for kind, paths in written.items():
+        folders = sorted({str(p.parent) for p in paths})
+        print(f"{kind}: {len(paths)} files in {', '.join(folders) or '-'}")
+    return 0
