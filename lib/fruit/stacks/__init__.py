@@ -1,0 +1,21 @@
+"""Differentiable stacks: superposition (models.md §5) and nondeterministic (dVPDA, §6).
+
+Whole-sequence (training) API, pure functions, batched; reading t is after update t:
+    superposition_readings(action_probs (B,n,3), pushed (B,n,m)) -> (B,n,m)
+    dvpda_readings(action_logits (B,n,A), pushed_log (B,n,m), bottom_log (m,),
+                   num_states, num_symbols) -> (B,n,Q*S*m)
+Step API: SuperpositionStack, DVPDAStack (initial / step / reading / select).
+"""
+
+from fruit.stacks.nondeterministic import DVPDAStack, dvpda_readings_stepwise, num_actions
+from fruit.stacks.scan import dvpda_readings
+from fruit.stacks.superposition import SuperpositionStack, superposition_readings
+
+__all__ = [
+    "DVPDAStack",
+    "SuperpositionStack",
+    "dvpda_readings",
+    "dvpda_readings_stepwise",
+    "num_actions",
+    "superposition_readings",
+]

@@ -1,0 +1,297 @@
+"""Nondeterministic stack (dVPDA, models.md §6): step API and the shared step math.
+
+Time: the paper's t = 0 is the initial stack; updates are t = 1..n; the API's reading
+index t-1 is the paper's t. X = Q*S configurations (q, x), flattened as q*S + x.
+
+We never build the vector inner weights zeta. Writing
+  eta[t][r,y] = sum_{i,q,x} alpha[i][q,x] zeta[i->t][q,x->r,y]
+and substituting the zeta recurrence gives (for t >= 1)
+  alpha[t] = alpha[t-1] (P_t + R_t) + sum_{k<=t-2,u} alpha[k][u,y] gamma'[k->t][u,y->r]
+  eta[t]   = (alpha[t-1] P_t) v_t + eta[t-1] R_t + sum_{k<=t-2,u} eta[k][u,y] gamma'[k->t][u,y->r]
+with alpha[0] = 1[q0, bottom], eta[0] = 1[q0, bottom] v_0, and only the inner weights
+gamma[i->t] for i >= 0 (the bottom row -1 is alpha itself).
+
+Scaling instead of log space. Every quantity is kept in real space times a per-example
+log scale that is treated as a constant:
+  gamma[i->k] = exp(phi[k] - phi[i]) G[i,k],  alpha[k] = exp(psi[k]) A[k],
+  eta[k] = exp(chi[k]) E[k].
+The phi factors telescope through the pop contraction
+gamma[i->k] gamma'[k->t] = exp(phi[t-1] - phi[i]) G[i,k] H[k,t], so the O(T^3) part is a
+plain batched matmul. Each new column, A[t] and E[t] is divided by its max and the
+log of that max is added to the scale. Readings are invariant to every scale, so
+treating the scales as constants (detached) gives exact gradients.
+
+Table layout (for the pop matmul): G[b, y, i, a, k, u] = G[i->k][a -> (u, y)],
+shape (B, S, N, X, N, Q); with y in front, rows (i, a) and columns (k, u) of
+G[b, y] form one strided matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from fruit.errors import FruitError
+
+
+def num_actions(num_states: int, num_symbols: int) -> int:
+    """A = Q S (2 Q S + Q) (models.md §6.1); 189 for Q = S = 3."""
+    X = num_states * num_symbols
+    return X * (2 * X + num_states)
+
+
+def split_weights(weights: Tensor, num_states: int, num_symbols: int):
+    """Flat (B, A) -> push (B, X, X), replace (B, X, X), pop (B, X, Q).
+
+    Rows are (q, x); push/replace columns (r, y); pop columns r (models.md §6.1).
+    """
+    Q, S = num_states, num_symbols
+    X = Q * S
+    table = weights.reshape(weights.size(0), X, 2 * X + Q)
+    return table[:, :, :X], table[:, :, X : 2 * X], table[:, :, 2 * X :]
+
+
+def check_shapes(action_logits: Tensor, pushed_log: Tensor, num_states: int, num_symbols: int):
+    if num_states < 1 or num_symbols < 1:
+        raise FruitError(
+            f"dVPDA needs num_states >= 1 and num_symbols >= 1, got {num_states}, {num_symbols}"
+        )
+    A = num_actions(num_states, num_symbols)
+    if action_logits.size(-1) != A:
+        raise FruitError(
+            f"dVPDA action logits have {action_logits.size(-1)} entries; expected "
+            f"Q*S*(2*Q*S+Q) = {A} for Q={num_states}, S={num_symbols}"
+        )
+    if action_logits.shape[:-1] != pushed_log.shape[:-1]:
+        raise FruitError(
+            f"action logits {tuple(action_logits.shape)} and pushed vectors "
+            f"{tuple(pushed_log.shape)} disagree in batch/time dimensions"
+        )
+
+
+def _finite_max(x: Tensor, dims) -> Tensor:
+    """Detached max over dims; 0 where it is -inf (all entries are log 0)."""
+    mx = x.detach().amax(dim=dims)
+    return torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+
+
+def _positive(x: Tensor) -> Tensor:
+    """Clamp a detached normaliser away from 0 (an all-zero quantity stays zero)."""
+    return x.clamp_min(torch.finfo(x.dtype).tiny)
+
+
+@dataclass
+class StepInputs:
+    """One update's inputs, shifted to be at most 1, with their log shifts."""
+
+    push: Tensor  # (B, X, X)
+    replace: Tensor  # (B, X, X)
+    pop: Tensor  # (B, X, Q)
+    weights: Tensor  # (B, A) exp(logits - shift)
+    shift: Tensor  # (B,) detached
+    vector: Tensor  # (B, m) exp(pushed_log - vector_shift)
+    vector_shift: Tensor  # (B,) detached
+
+    @staticmethod
+    def make(action_logits: Tensor, pushed_log: Tensor, Q: int, S: int) -> "StepInputs":
+        shift = _finite_max(action_logits, -1)
+        weights = torch.exp(action_logits - shift[:, None])
+        push, replace, pop = split_weights(weights, Q, S)
+        vector_shift = _finite_max(pushed_log, -1)
+        vector = torch.exp(pushed_log - vector_shift[:, None])
+        return StepInputs(push, replace, pop, weights, shift, vector, vector_shift)
+
+
+def pop_helper(table: Tensor, pop: Tensor, Q: int, S: int) -> tuple[Tensor, Tensor]:
+    """Last column and H[k, t] = G[k -> t-1] O_t (gamma' without its scale).
+
+    table (B, S, t, X, t, Q) -> column (B, t, X, X) as [b, i, a, (s, z)] and
+    Hr (B, S, t*Q, Q) as [b, y, (k, u), r].
+    """
+    B, _, t, X, _, _ = table.shape
+    column = table[:, :, :, :, t - 1, :].permute(0, 2, 3, 4, 1).reshape(B, t, X, X)
+    H = column @ pop[:, None]  # (B, t, X=(u,y), Q=r)
+    Hr = H.view(B, t, Q, S, Q).permute(0, 3, 1, 2, 4).reshape(B, S, t * Q, Q)
+    return column, Hr
+
+
+def new_column(table: Tensor, column: Tensor, Hr: Tensor, inputs: StepInputs, Q: int, S: int):
+    """Unnormalised column t of the table: (B, S, t, X, Q) as [b, y, i, a, r].
+
+    Row i < t-1: replace (G[i->t-1] R_t) + pop (sum_k G[i->k] H[k,t]); row t-1: push.
+    Row t-1 of `table` is zero, so rows t-1 of the replace and pop terms are zero.
+    """
+    B, _, t, X, _, _ = table.shape
+    pop = (table.reshape(B, S, t * X, t * Q) @ Hr).view(B, S, t, X, Q)
+    replace = (column @ inputs.replace[:, None]).view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)
+    push = inputs.push.view(B, X, Q, S).permute(0, 3, 1, 2)  # (B, S, X, Q)
+    return torch.cat([(pop + replace)[:, :, : t - 1], push[:, :, None]], dim=2)
+
+
+def forward_terms(
+    alpha: Tensor,
+    psi: Tensor,
+    eta: Tensor,
+    chi: Tensor,
+    phi: Tensor,
+    Hr: Tensor,
+    inputs: StepInputs,
+    Q: int,
+    S: int,
+):
+    """New alpha and eta (normalised) with their log scales.
+
+    alpha (B, t, X), psi (B, t), eta (B, t, X, m), chi (B, t), phi (B, t): history k < t.
+    Returns alpha_t (B, X), psi_t (B,), eta_t (B, X, m), chi_t (B,), and the detached
+    constants (w, n, w_eta, w_push, n_eta) the backward pass needs.
+    """
+    B, t, X = alpha.shape
+    m = eta.size(-1)
+    base = inputs.shift + phi[:, t - 1]  # (B,) common scale exp(M_t + phi[t-1])
+    # alpha: contributions of each k, relative scale exp(psi[k] - phi[k]).
+    delta = psi - phi  # (B, t)
+    D = delta.amax(-1)
+    w = torch.exp(delta - D[:, None])  # (B, t)
+    wA = w[:, :, None] * alpha  # (B, t, X)
+    pop_a = wA.view(B, t, Q, S).permute(0, 3, 1, 2).reshape(B, S, 1, t * Q) @ Hr  # (B,S,1,Q)
+    pushed_a = (alpha[:, t - 1, None, :] @ inputs.push)[:, 0]  # (B, X): alpha[t-1] P_t
+    U_alpha = (
+        w[:, t - 1, None] * pushed_a
+        + (wA[:, t - 1, None, :] @ inputs.replace)[:, 0]
+        + pop_a[:, :, 0].transpose(1, 2).reshape(B, X)
+    )
+    n = _positive(U_alpha.detach().amax(-1))
+    alpha_t = U_alpha / n[:, None]
+    psi_t = base + D + torch.log(n)
+    # eta: contributions of each k at scale exp(chi[k] - phi[k]); push at delta[t-1] + V_t.
+    eps = chi - phi
+    e_push = delta[:, t - 1] + inputs.vector_shift
+    D_eta = torch.maximum(eps.amax(-1), e_push)
+    w_eta = torch.exp(eps - D_eta[:, None])  # (B, t)
+    w_push = torch.exp(e_push - D_eta)  # (B,)
+    wE = w_eta[:, :, None, None] * eta  # (B, t, X, m)
+    pop_e = wE.view(B, t, Q, S, m).permute(0, 3, 4, 1, 2).reshape(B, S, m, t * Q) @ Hr
+    U_eta = (
+        (w_push[:, None] * pushed_a)[:, :, None] * inputs.vector[:, None, :]
+        + inputs.replace.transpose(1, 2) @ wE[:, t - 1]
+        + pop_e.permute(0, 3, 1, 2).reshape(B, X, m)
+    )
+    n_eta = _positive(U_eta.detach().amax((1, 2)))
+    eta_t = U_eta / n_eta[:, None, None]
+    chi_t = base + D_eta + torch.log(n_eta)
+    return alpha_t, psi_t, eta_t, chi_t, (w, n, w_eta, w_push, n_eta)
+
+
+def reading_of(alpha_t: Tensor, psi_t: Tensor, eta_t: Tensor, chi_t: Tensor) -> Tensor:
+    """r[r, y, c] = eta[r, y, c] / sum alpha, flattened (B, X*m)."""
+    total = alpha_t.sum(-1).clamp_min(torch.finfo(alpha_t.dtype).tiny)  # (B,)
+    scale = torch.exp(chi_t - psi_t) / total
+    return (scale[:, None, None] * eta_t).flatten(1)
+
+
+def initial_terms(bottom_log: Tensor, batch_size: int, X: int):
+    """alpha[0], psi[0], eta[0], chi[0] for the initial configuration (q0, bottom)."""
+    m = bottom_log.size(0)
+    shift = _finite_max(bottom_log, 0)
+    v0 = torch.exp(bottom_log - shift)  # (m,)
+    alpha0 = bottom_log.new_zeros(batch_size, X)
+    alpha0[:, 0] = 1
+    eta0 = torch.cat([v0.expand(batch_size, 1, m), bottom_log.new_zeros(batch_size, X - 1, m)], 1)
+    psi0 = bottom_log.new_zeros(batch_size)
+    chi0 = shift.expand(batch_size)
+    return alpha0, psi0, eta0, chi0
+
+
+@dataclass(frozen=True)
+class DVPDAStack:
+    """Step API: an immutable dVPDA state, one update at a time (differentiable).
+
+    Keeps the whole table of scaled inner weights, (B, S, t+1, X, t+1, Q) after t
+    updates, and the scaled alpha/eta history. Autograd stores one table per step, so
+    memory is O(B T^3 Q^2 S^2) for a differentiated run of length T; the
+    whole-sequence `dvpda_readings` is O(B T^2 Q^2 S^2).
+    """
+
+    num_states: int
+    num_symbols: int
+    table: Tensor  # (B, S, N, X, N, Q)
+    phi: Tensor  # (B, N)
+    alpha: Tensor  # (B, N, X)
+    psi: Tensor  # (B, N)
+    eta: Tensor  # (B, N, X, m)
+    chi: Tensor  # (B, N)
+
+    @staticmethod
+    def initial(
+        bottom_log: Tensor, batch_size: int, num_states: int, num_symbols: int
+    ) -> "DVPDAStack":
+        """bottom_log (m,): log of the bottom vector v_0 (e.g. logsigmoid(theta))."""
+        Q, S = num_states, num_symbols
+        X = Q * S
+        alpha0, psi0, eta0, chi0 = initial_terms(bottom_log, batch_size, X)
+        table = bottom_log.new_zeros(batch_size, S, 1, X, 1, Q)
+        phi = bottom_log.new_zeros(batch_size, 1)
+        return DVPDAStack(
+            Q, S, table, phi, alpha0[:, None], psi0[:, None], eta0[:, None], chi0[:, None]
+        )
+
+    def step(self, action_logits: Tensor, pushed_log: Tensor) -> "DVPDAStack":
+        """action_logits (B, A) flat layout of models.md §6.1; pushed_log (B, m)."""
+        Q, S = self.num_states, self.num_symbols
+        check_shapes(action_logits, pushed_log, Q, S)
+        inputs = StepInputs.make(action_logits, pushed_log, Q, S)
+        table = self.table
+        B, _, t, X, _, _ = table.shape
+        column, Hr = pop_helper(table, inputs.pop, Q, S)
+        U = new_column(table, column, Hr, inputs, Q, S)  # (B, S, t, X, Q)
+        c = _positive(U.detach().amax((1, 2, 3, 4)))
+        U = U / c[:, None, None, None, None]
+        alpha_t, psi_t, eta_t, chi_t, _ = forward_terms(
+            self.alpha, self.psi, self.eta, self.chi, self.phi, Hr, inputs, Q, S
+        )
+        phi_t = self.phi[:, t - 1] + inputs.shift + torch.log(c)
+        table = torch.cat([table, U[:, :, :, :, None]], dim=4)  # new column k = t
+        table = torch.cat([table, table.new_zeros(B, S, 1, X, t + 1, Q)], dim=2)  # row i = t
+        return DVPDAStack(
+            Q,
+            S,
+            table,
+            torch.cat([self.phi, phi_t[:, None]], 1),
+            torch.cat([self.alpha, alpha_t[:, None]], 1),
+            torch.cat([self.psi, psi_t[:, None]], 1),
+            torch.cat([self.eta, eta_t[:, None]], 1),
+            torch.cat([self.chi, chi_t[:, None]], 1),
+        )
+
+    def reading(self) -> Tensor:
+        """(B, Q*S*m), layout (state, symbol, component)."""
+        return reading_of(self.alpha[:, -1], self.psi[:, -1], self.eta[:, -1], self.chi[:, -1])
+
+    def select(self, index: Tensor) -> "DVPDAStack":
+        pick = lambda x: x.index_select(0, index)  # noqa: E731
+        return DVPDAStack(
+            self.num_states,
+            self.num_symbols,
+            pick(self.table),
+            pick(self.phi),
+            pick(self.alpha),
+            pick(self.psi),
+            pick(self.eta),
+            pick(self.chi),
+        )
+
+
+def dvpda_readings_stepwise(action_logits, pushed_log, bottom_log, num_states, num_symbols):
+    """Whole-sequence readings by stepping `DVPDAStack` (plain autograd; reference)."""
+    check_shapes(action_logits, pushed_log, num_states, num_symbols)
+    state = DVPDAStack.initial(bottom_log, action_logits.size(0), num_states, num_symbols)
+    readings = []
+    for t in range(action_logits.size(1)):
+        state = state.step(action_logits[:, t], pushed_log[:, t])
+        readings.append(state.reading())
+    if not readings:
+        X, m = num_states * num_symbols, pushed_log.size(-1)
+        return pushed_log.new_zeros(action_logits.size(0), 0, X * m)
+    return torch.stack(readings, 1)
