@@ -100,6 +100,12 @@ class Grammar:
     def __init__(self, rules: dict[str, list[tuple[str, ...]]], start: str = "ROOT"):
         self.rules = rules
         self.start = start
+        # preterminals (every rule is one word) -> their words, matched in one step
+        self.words = {
+            lhs: frozenset(rhs[0] for rhs in alternatives)
+            for lhs, alternatives in rules.items()
+            if all(len(rhs) == 1 and rhs[0] not in rules for rhs in alternatives)
+        }
 
     @classmethod
     def read(cls, path: Path, rename=None) -> Grammar:
@@ -124,14 +130,14 @@ class Grammar:
 
     def accepts(self, tokens: Tokens) -> bool:
         tokens = tuple(tokens)
+        NONE = frozenset()
 
         @functools.cache
         def ends(symbol: str, i: int) -> frozenset[int]:
             # every j such that symbol =>* tokens[i:j]
-            if symbol not in self.rules:
-                return (
-                    frozenset([i + 1]) if i < len(tokens) and tokens[i] == symbol else frozenset()
-                )
+            if symbol in self.words or symbol not in self.rules:
+                words = self.words.get(symbol, (symbol,))
+                return frozenset([i + 1]) if i < len(tokens) and tokens[i] in words else NONE
             out: set[int] = set()
             for rhs in self.rules[symbol]:
                 positions = {i}
