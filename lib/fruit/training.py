@@ -1,0 +1,641 @@
+"""Training one run into a run folder (models.md §11-§13, docs/contracts.md §4).
+
+The objective is language modelling on w = x y (source then target, no
+separator): the loss of a batch is the mean over its strings of -log p(w EOS),
+in nats. Adam with PyTorch defaults, gradients clipped to a global L2 norm of
+10. Every ``checkpoint_every`` training examples (the count carries over
+epochs): validation cross-entropy per token (EOS included), a reduce-on-plateau
+step of the learning rate (factor 0.5 after 2 checkpoints without strict
+improvement), early stopping after 3, and ``best.pt`` when the score improved.
+Evaluation uses the best parameters.
+
+A run folder (``Run.dir``) holds config.json, log.csv, checkpoint.pt, best.pt
+and, written atomically and last, metrics.json. A folder without metrics.json is
+unfinished; building a ``Run`` on it again resumes exactly from checkpoint.pt
+(parameters, optimiser, scheduler, RNG states, counters, position in the epoch).
+
+Seeds: ``seed`` names the run; ``parameter_seed`` (initialisation and dropout,
+through ``torch.manual_seed``) and ``shuffle_seed`` (batching) are derived from
+it unless given; ``sampling_seed`` (evaluation samples) is 123 by default. All
+are written to config.json.
+
+Missing data: when ``DIR/<task>/`` does not exist (or is empty) and
+``generate_data`` is true, the run's splits are generated with
+``get_task(task).generate(seed=data_seed, sizes=...)`` into that folder (at the
+run's sizes, plus gen.linear.tsv); otherwise a one-line error names the
+``fruit data`` command. A folder with some files but no train.tsv is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import platform
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import fruit
+from fruit import evaluation
+from fruit.batching import evaluation_batches, pad, training_batches
+from fruit.device import resolve_device
+from fruit.errors import FruitError, unknown_choice
+from fruit.io import atomic_torch_save, atomic_write_json, atomic_write_text
+
+PHASES = ("search", "final")
+
+# Built-in size presets per profile. The experiment profiles (lib/fruit/profiles/*.toml)
+# may override any of these through explicit RunConfig fields.
+PROFILES: dict[str, dict] = {
+    "smoke": {
+        # seconds on 2 CPU cores even for Tf+Nd; two checkpoints per epoch
+        "train_size": 100,
+        "dev_size": 20,
+        "test_size": 20,
+        "gen_size": 20,
+        "checkpoint_every": 40,
+        "max_epochs": {"search": 1, "final": 1},
+    },
+    "quick": {
+        "train_size": 10_000,
+        "dev_size": 500,
+        "test_size": 1_000,
+        "gen_size": 1_000,
+        "checkpoint_every": 8_000,
+        "max_epochs": {"search": 5, "final": 50},
+    },
+    "paper": {
+        "train_size": 100_000,
+        "dev_size": 1_000,
+        "test_size": 10_000,
+        "gen_size": 10_000,
+        "checkpoint_every": 80_000,
+        "max_epochs": {"search": 5, "final": 1000},
+    },
+}
+
+LOG_COLUMNS = (
+    "examples_seen",
+    "epoch",
+    "learning_rate",
+    "train_loss",
+    "validation_cross_entropy",
+    "seconds",
+)
+SPLIT_FIELDS = {"train": "train_size", "dev": "dev_size", "test": "test_size", "gen": "gen_size"}
+
+
+@dataclass
+class RunConfig:
+    """Every setting of one run. ``None`` means "from the profile" or "derived"."""
+
+    task: str
+    architecture: str
+    phase: str = "final"
+    index: int = 0
+    seed: int = 0
+    profile: str = "smoke"
+    learning_rate: float = 3e-4
+    batch_tokens: int = 1024
+    # sizes (None: the profile's); a split's first N lines are used
+    train_size: int | None = None
+    dev_size: int | None = None
+    test_size: int | None = None
+    gen_size: int | None = None
+    checkpoint_every: int | None = None
+    max_epochs: int | None = None
+    # model
+    target_params: int = 200_000
+    d: int | None = None
+    model_options: dict = field(default_factory=dict)
+    # data and device
+    data_dir: str = "data"
+    generate_data: bool = False
+    data_seed: int = 0
+    device: str = "auto"
+    # seeds (None: derived from ``seed``)
+    parameter_seed: int | None = None
+    shuffle_seed: int | None = None
+    sampling_seed: int = evaluation.SAMPLING_SEED
+    # optimisation (models.md §11)
+    clip_norm: float = 10.0
+    lr_patience: int = 1  # PyTorch's patience; rau's --learning-rate-patience 2
+    lr_factor: float = 0.5
+    early_stop_patience: int = 3
+    # evaluation (models.md §13)
+    num_samples: int = evaluation.NUM_SAMPLES
+    eval_batch_tokens: int = evaluation.EVAL_BATCH_TOKENS
+    sample_prompt_tokens: int = evaluation.SAMPLE_PROMPT_TOKENS
+    partial_on_test: bool = True
+
+
+def derive_seed(seed: int, purpose: str) -> int:
+    """A 32-bit seed that depends only on (seed, purpose)."""
+    digest = hashlib.sha256(f"{seed}/{purpose}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def resolve_config(config: RunConfig) -> RunConfig:
+    """Check names and fill every ``None`` from the profile or the seed."""
+    from fruit.models import ARCHITECTURES
+    from fruit.tasks import get_task
+
+    get_task(config.task)  # FruitError listing the tasks
+    if config.architecture not in ARCHITECTURES:
+        raise unknown_choice("architecture", config.architecture, ARCHITECTURES)
+    if config.profile not in PROFILES:
+        raise unknown_choice("profile", config.profile, PROFILES)
+    if config.phase not in PHASES:
+        raise unknown_choice("phase", config.phase, PHASES)
+    preset = PROFILES[config.profile]
+    c = dataclasses.replace(config, model_options=dict(config.model_options))
+    for name in ("train_size", "dev_size", "test_size", "gen_size", "checkpoint_every"):
+        if getattr(c, name) is None:
+            setattr(c, name, preset[name])
+    if c.max_epochs is None:
+        c.max_epochs = preset["max_epochs"][c.phase]
+    if c.parameter_seed is None:
+        c.parameter_seed = derive_seed(c.seed, "parameters")
+    if c.shuffle_seed is None:
+        c.shuffle_seed = derive_seed(c.seed, "shuffle")
+    for name in ("batch_tokens", "checkpoint_every", "max_epochs", "train_size"):
+        if int(getattr(c, name)) < 1:
+            raise FruitError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
+    if not c.learning_rate > 0:
+        raise FruitError(f"learning_rate must be positive, got {c.learning_rate!r}")
+    return c
+
+
+def run_dir_for(output_dir, config: RunConfig) -> Path:
+    """``OUT/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (contracts.md §4)."""
+    c = config
+    return Path(output_dir) / "runs" / c.profile / c.task / c.architecture / f"{c.phase}-{c.index}"
+
+
+# ---------------------------------------------------------------------------- data
+
+
+@dataclass
+class TaskData:
+    train: list
+    dev: list
+    test: list
+    gen: list  # (source, hierarchical target)
+    gen_linear: list  # (source, linear-rule target), same sources as gen
+    vocab: object
+
+
+def _first(examples, n, path):
+    if n is not None and len(examples) < n:
+        raise FruitError(
+            f"{path} has {len(examples)} examples but this run needs {n}; "
+            "regenerate the data (fruit data) or ask for fewer"
+        )
+    return examples if n is None else examples[:n]
+
+
+def generate_task_data(folder: Path, task, sizes: dict, seed: int) -> None:
+    """Write the splits of ``task`` (and gen.linear.tsv) into ``folder``."""
+    from fruit.tasks import write_tsv
+
+    splits = task.generate(seed=seed, sizes=sizes)
+    for split, examples in splits.items():
+        write_tsv(folder / f"{split}.tsv", examples)
+    linear = [(s, task.linear(s[:-1])) for s, _ in splits["gen"]]
+    write_tsv(folder / "gen.linear.tsv", linear)
+    atomic_write_json(folder / "generated.json", {"seed": seed, "sizes": sizes})
+
+
+def load_data(config: RunConfig) -> TaskData:
+    """The run's splits from ``data_dir/<task>/`` (generating them if allowed and absent)."""
+    from fruit.tasks import Vocabulary, get_task, read_tsv
+
+    task = get_task(config.task)
+    root = Path(config.data_dir)
+    folder = root / config.task
+    if not (folder / "train.tsv").is_file():
+        empty = not folder.is_dir() or not any(folder.iterdir())
+        if config.generate_data and empty:
+            sizes = {s: int(getattr(config, f)) for s, f in SPLIT_FIELDS.items()}
+            generate_task_data(folder, task, sizes, config.data_seed)
+        elif not root.is_dir():
+            raise FruitError(
+                f"data directory {root} does not exist; create it with "
+                f"`fruit data --out {root}` (or generate_data=True)"
+            )
+        else:
+            raise FruitError(
+                f"no training data for {config.task}: {folder / 'train.tsv'} is missing; "
+                f"create it with `fruit data --out {root}`"
+                + (" (or generate_data=True)" if empty else "")
+            )
+    full_train = read_tsv(folder / "train.tsv")
+    vocab = Vocabulary.from_examples(full_train)  # train.tsv defines the vocabulary
+    data = {"train": _first(full_train, config.train_size, folder / "train.tsv")}
+    for split in ("dev", "test", "gen"):
+        path = folder / f"{split}.tsv"
+        data[split] = _first(read_tsv(path), getattr(config, SPLIT_FIELDS[split]), path)
+    linear_path = folder / "gen.linear.tsv"
+    if linear_path.is_file():
+        gen_linear = read_tsv(linear_path)[: len(data["gen"])]
+        if [s for s, _ in gen_linear] != [s for s, _ in data["gen"]]:
+            raise FruitError(f"{linear_path}: sources differ from {folder / 'gen.tsv'}")
+    else:
+        gen_linear = [(s, task.linear(s[:-1])) for s, _ in data["gen"]]
+    return TaskData(**data, gen_linear=gen_linear, vocab=vocab)
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def versions() -> dict:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fruit": fruit.__version__,
+    }
+
+
+def default_model_factory(config: RunConfig, vocab_size: int):
+    from fruit.models import build_model
+
+    return build_model(
+        config.architecture,
+        vocab_size=vocab_size,
+        target_params=config.target_params,
+        d=config.d,
+        **config.model_options,
+    )
+
+
+def _json_clean(obj):
+    """NaN/inf are not JSON: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_clean(v) for k, v in obj.items()}
+    return obj
+
+
+class Run:
+    """One training run bound to its folder; resumes from ``checkpoint.pt`` if present."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir,
+        *,
+        data: TaskData | None = None,
+        model_factory: Callable | None = None,
+    ):
+        from fruit.tasks import get_task
+
+        self.config = resolve_config(config)
+        self.dir = Path(run_dir)
+        self.task = get_task(self.config.task)
+        self.device = resolve_device(self.config.device)
+        self.data = data if data is not None else load_data(self.config)
+        self.vocab = self.data.vocab
+        self.eos_id = self.vocab.eos_id
+        c = self.config
+
+        torch.manual_seed(c.parameter_seed)  # initialisation, then the dropout stream
+        self.model = (model_factory or default_model_factory)(c, self.vocab.size).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=c.learning_rate)
+        self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            self.optimizer,
+            mode="min",
+            factor=c.lr_factor,
+            patience=c.lr_patience,
+            threshold=0.0,
+            cooldown=0,
+            min_lr=0.0,
+        )
+        self.train_strings = [
+            self.vocab.encode(x) + self.vocab.encode(y) for x, y in self.data.train
+        ]
+        self.dev_strings = [self.vocab.encode(x) + self.vocab.encode(y) for x, y in self.data.dev]
+        self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
+        self.rng = random.Random(c.shuffle_seed)
+        self.state = {
+            "epoch": 0,  # completed epochs
+            "batch_index": 0,  # next batch of the current epoch
+            "epoch_rng_state": self.rng.getstate(),  # shuffling RNG at the epoch's start
+            "examples_seen": 0,
+            "since_checkpoint": 0,
+            "loss_sum": 0.0,
+            "loss_count": 0,
+            "best": None,  # best validation cross-entropy
+            "bad_checkpoints": 0,
+            "stopped": False,  # early stopping fired
+            "training_done": False,
+            "diverged": None,  # reason, when the loss became nan/inf
+            "seconds": 0.0,
+            "log": [],
+        }
+        self._write_or_check_config()
+        if (self.dir / "checkpoint.pt").is_file() and not self.finished:
+            self._load_checkpoint()
+
+    # ------------------------------------------------------------------ files
+
+    @property
+    def finished(self) -> bool:
+        return (self.dir / "metrics.json").is_file()
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def config_record(self) -> dict:
+        record = dataclasses.asdict(self.config)
+        record.update(
+            device=str(self.device),
+            d=getattr(self.model, "d", None),
+            num_parameters=self.num_parameters,
+            vocab_size=self.vocab.size,
+            versions=versions(),
+        )
+        return record
+
+    def _write_or_check_config(self) -> None:
+        path = self.dir / "config.json"
+        record = self.config_record()
+        if path.is_file():
+            old = json.loads(path.read_text(encoding="utf-8"))
+            ignore = {"device", "versions"}
+            changed = sorted(
+                k for k in record if k not in ignore and old.get(k) != _json_roundtrip(record[k])
+            )
+            if changed:
+                raise FruitError(
+                    f"{self.dir} holds a run with different settings ({', '.join(changed)}); "
+                    "use another output folder or delete it"
+                )
+            return
+        atomic_write_json(path, record)
+
+    def _save_checkpoint(self) -> None:
+        state = dict(self.state)
+        checkpoint = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "shuffle_rng": self.rng.getstate(),
+            "state": state,
+        }
+        atomic_torch_save(self.dir / "checkpoint.pt", checkpoint)
+
+    def _load_checkpoint(self) -> None:
+        checkpoint = torch.load(self.dir / "checkpoint.pt", map_location="cpu", weights_only=False)
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        torch.set_rng_state(checkpoint["torch_rng"])
+        if checkpoint["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(checkpoint["cuda_rng"])
+        self.rng.setstate(checkpoint["shuffle_rng"])
+        self.state = checkpoint["state"]
+        self._write_log()
+
+    def _write_log(self) -> None:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=LOG_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.state["log"])
+        atomic_write_text(self.dir / "log.csv", buffer.getvalue())
+
+    def load_best(self) -> None:
+        """Put the best parameters (by validation cross-entropy) into ``self.model``."""
+        best = torch.load(self.dir / "best.pt", map_location=self.device, weights_only=False)
+        self.model.load_state_dict(best["model"])
+
+    # ------------------------------------------------------------------ training
+
+    def _string_losses(self, strings) -> torch.Tensor:
+        """Summed -log p(w EOS) per string, (B,), with the graph."""
+        tokens = pad(strings, 0, self.device)  # (B, n); padding is any valid id
+        targets = pad([w + [self.eos_id] for w in strings], -1, self.device)  # (B, n+1)
+        logits = self.model(tokens)  # (B, n+1, V+1)
+        nll = F.cross_entropy(
+            logits.transpose(1, 2), targets, ignore_index=-1, reduction="none"
+        )  # (B, n+1)
+        return nll.sum(1)
+
+    def validate(self) -> float:
+        """Cross-entropy per token (EOS included) on the dev set, in nats."""
+        total, tokens = 0.0, 0
+        with evaluation.evaluating(self.model):
+            for batch in self.dev_batches:
+                strings = [self.dev_strings[i] for i in batch]
+                total += float(self._string_losses(strings).double().sum())
+                tokens += sum(len(w) + 1 for w in strings)
+        return total / tokens
+
+    def _update(self, batch) -> float:
+        self.model.train()
+        loss = self._string_losses([self.train_strings[i] for i in batch]).mean()
+        value = loss.item()
+        if not math.isfinite(value):
+            return value
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        self.optimizer.step()
+        return value
+
+    def _checkpoint(self, clock_start: float, seconds_before: float) -> dict:
+        st, c = self.state, self.config
+        score = self.validate()
+        learning_rate = self.optimizer.param_groups[0]["lr"]  # in force since the last one
+        if not math.isfinite(score):
+            st["diverged"] = (
+                f"validation cross-entropy became {score} at examples_seen={st['examples_seen']}"
+            )
+        improved = st["best"] is None or score < st["best"]  # strict, as the scheduler
+        self.scheduler.step(score)
+        if improved and st["diverged"] is None:
+            st["best"], st["bad_checkpoints"] = score, 0
+            atomic_torch_save(
+                self.dir / "best.pt",
+                {
+                    "model": self.model.state_dict(),
+                    "examples_seen": st["examples_seen"],
+                    "score": score,
+                },
+            )
+        else:
+            st["bad_checkpoints"] += 1
+            st["stopped"] = st["bad_checkpoints"] >= c.early_stop_patience
+        st["seconds"] = seconds_before + (time.perf_counter() - clock_start)
+        row = {
+            "examples_seen": st["examples_seen"],
+            "epoch": round(st["examples_seen"] / len(self.train_strings), 6),
+            "learning_rate": learning_rate,
+            "train_loss": st["loss_sum"] / max(st["loss_count"], 1),
+            "validation_cross_entropy": score,
+            "seconds": round(st["seconds"], 3),
+        }
+        st["log"].append(row)
+        st["since_checkpoint"] %= c.checkpoint_every
+        st["loss_sum"], st["loss_count"] = 0.0, 0
+        self._write_log()
+        self._save_checkpoint()
+        return row
+
+    def train(self, progress=None, on_checkpoint: Callable | None = None) -> None:
+        """Train until early stopping, ``max_epochs``, or a nan/inf loss.
+
+        ``progress``: None, True (a tqdm bar) or a tqdm-like object with ``update(n)``.
+        ``on_checkpoint(run, row)`` is called after each checkpoint is saved.
+        """
+        st, c = self.state, self.config
+        if self.finished or st["training_done"]:
+            return
+        bar = _progress_bar(progress, total=c.max_epochs * len(self.train_strings))
+        if bar is not None:
+            bar.update(st["examples_seen"])
+        lengths = [len(w) for w in self.train_strings]
+        clock_start, seconds_before = time.perf_counter(), st["seconds"]
+        while not st["stopped"] and st["diverged"] is None and st["epoch"] < c.max_epochs:
+            self.rng.setstate(st["epoch_rng_state"])
+            batches = training_batches(lengths, c.batch_tokens, self.rng)
+            while st["batch_index"] < len(batches):
+                batch = batches[st["batch_index"]]
+                loss = self._update(batch)
+                st["batch_index"] += 1
+                if not math.isfinite(loss):
+                    st["diverged"] = f"loss became {loss} at examples_seen={st['examples_seen']}"
+                    break
+                st["examples_seen"] += len(batch)
+                st["since_checkpoint"] += len(batch)
+                st["loss_sum"] += loss * len(batch)
+                st["loss_count"] += len(batch)
+                if bar is not None:
+                    bar.update(len(batch))
+                if st["since_checkpoint"] >= c.checkpoint_every:
+                    row = self._checkpoint(clock_start, seconds_before)
+                    if bar is not None:
+                        bar.set_postfix(val_ce=f"{row['validation_cross_entropy']:.4f}")
+                    if on_checkpoint is not None:
+                        on_checkpoint(self, row)
+                    if st["stopped"] or st["diverged"]:
+                        break
+            else:  # the epoch ran to its end
+                st["epoch"] += 1
+                st["batch_index"] = 0
+                st["epoch_rng_state"] = self.rng.getstate()
+        if st["best"] is None and st["diverged"] is None:
+            # fewer examples than one checkpoint interval: validate once at the end
+            row = self._checkpoint(clock_start, seconds_before)
+            if on_checkpoint is not None:
+                on_checkpoint(self, row)
+        st["training_done"] = True
+        st["seconds"] = seconds_before + (time.perf_counter() - clock_start)
+        self._save_checkpoint()
+        if bar is not None:
+            bar.close()
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self) -> dict:
+        """The paper's metrics with the best parameters."""
+        self.load_best()
+        c = self.config
+        return evaluation.evaluate(
+            self.model,
+            self.task,
+            self.vocab,
+            test=self.data.test,
+            gen=self.data.gen,
+            gen_linear=self.data.gen_linear,
+            num_samples=c.num_samples,
+            sampling_seed=c.sampling_seed,
+            batch_tokens=c.eval_batch_tokens,
+            prompt_tokens=c.sample_prompt_tokens,
+            partial_on_test=c.partial_on_test,
+            device=self.device,
+        )
+
+    def finish(self) -> dict:
+        """Evaluate (unless diverged) and write metrics.json last; returns the metrics."""
+        if self.finished:
+            return read_metrics(self.dir)
+        if not self.state["training_done"] and self.state["diverged"] is None:
+            raise FruitError(f"{self.dir}: training has not finished; call train() first")
+        st, c = self.state, self.config
+        empty = {"test": None, "hierarchical": None, "linear": None, "log_ratio": None}
+        if st["diverged"] is None:
+            scores = self.evaluate()
+        else:
+            scores = {"full": dict(empty), "partial": dict(empty)}
+        metrics = {
+            "status": "complete" if st["diverged"] is None else "diverged",
+            "reason": st["diverged"],
+            "task": c.task,
+            "architecture": c.architecture,
+            "phase": c.phase,
+            "index": c.index,
+            "seed": c.seed,
+            "profile": c.profile,
+            "learning_rate": c.learning_rate,
+            "batch_tokens": c.batch_tokens,
+            "d": getattr(self.model, "d", None),
+            "num_parameters": self.num_parameters,
+            "best_validation_cross_entropy": st["best"],
+            "epochs": st["examples_seen"] / len(self.train_strings),
+            "examples_seen": st["examples_seen"],
+            "train_seconds": round(st["seconds"], 3),
+            "full": scores["full"],
+            "partial": scores["partial"],
+        }
+        metrics = _json_clean(metrics)
+        atomic_write_json(self.dir / "metrics.json", metrics)
+        return metrics
+
+
+def _json_roundtrip(value):
+    return json.loads(json.dumps(value))
+
+
+def _progress_bar(progress, total: int):
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, unit="ex", desc="training")
+    return progress
+
+
+def read_metrics(run_dir) -> dict:
+    return json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
+
+
+def read_log(run_dir):
+    """log.csv as a pandas DataFrame."""
+    import pandas as pd
+
+    return pd.read_csv(Path(run_dir) / "log.csv")
+
+
+def train_run(config: RunConfig, run_dir, *, progress=None, data=None, model_factory=None) -> dict:
+    """Train (or resume) one run and write its metrics; returns metrics.json's content."""
+    run_dir = Path(run_dir)
+    if (run_dir / "metrics.json").is_file():
+        return read_metrics(run_dir)
+    run = Run(config, run_dir, data=data, model_factory=model_factory)
+    run.train(progress=progress)
+    return run.finish()

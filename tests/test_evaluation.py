@@ -1,0 +1,260 @@
+"""fruit.evaluation against a hand-built model whose conditional distribution is known.
+
+The oracle model: the logits for the next token depend on the previous token, the
+number of tokens read so far (mod 3) and their sum (mod 4), so p(y | x) depends on
+the whole prompt. Its probabilities are recomputed here in plain Python (float64,
+no torch), which gives the analytic values of every metric.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+from fruit import evaluation
+
+V = 5  # content ids 0..4; EOS = 5
+EOS = V
+START = V  # row of the "previous token" table used before any token
+
+
+def table(seed: int, rows: int, cols: int, scale: float) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [[rng.uniform(-scale, scale) for _ in range(cols)] for _ in range(rows)]
+
+
+A = table(1, V + 1, V + 1, 3.0)  # by previous token (or START)
+B = table(2, 3, V + 1, 1.0)  # by length mod 3
+C = table(3, 4, V + 1, 1.0)  # by sum mod 4
+
+
+def oracle_next(prefix: list[int]) -> list[float]:
+    """p(. | prefix) over V+1 outputs, in plain Python."""
+    prev = prefix[-1] if prefix else START
+    z = [A[prev][k] + B[len(prefix) % 3][k] + C[sum(prefix) % 4][k] for k in range(V + 1)]
+    top = max(z)
+    e = [math.exp(v - top) for v in z]
+    return [v / sum(e) for v in e]
+
+
+class OracleModel(torch.nn.Module):
+    """Implements the model contract (docs/contracts.md §3) for the distribution above."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("A", torch.tensor(A, dtype=torch.float64))
+        self.register_buffer("B", torch.tensor(B, dtype=torch.float64))
+        self.register_buffer("C", torch.tensor(C, dtype=torch.float64))
+        self.vocab_size = V
+
+    def _logits(self, prev, length, total):
+        return (self.A[prev] + self.B[length % 3] + self.C[total % 4]).float()
+
+    def forward(self, tokens):  # (B, n) -> (B, n+1, V+1)
+        b, n = tokens.shape
+        prev = torch.cat([torch.full((b, 1), START, dtype=torch.long), tokens], 1)
+        length = torch.arange(n + 1).expand(b, n + 1)
+        total = torch.cat([torch.zeros(b, 1, dtype=torch.long), tokens.cumsum(1)], 1)
+        return self._logits(prev, length, total)
+
+    def start(self, batch_size):
+        state = (
+            torch.full((batch_size,), START, dtype=torch.long),
+            torch.zeros(batch_size, dtype=torch.long),
+            torch.zeros(batch_size, dtype=torch.long),
+        )
+        return self._logits(*state), state
+
+    def step(self, state, tokens):
+        _, length, total = state
+        state = (tokens, length + 1, total + tokens)
+        return self._logits(*state), state
+
+    def select_state(self, state, index):
+        return tuple(s[index] for s in state)
+
+
+class IdVocab:
+    """Tokens are the strings "0".."4"."""
+
+    size, eos_id = V, EOS
+
+    def encode(self, tokens):
+        return [int(t) for t in tokens]
+
+    def decode(self, ids):
+        return [str(i) for i in ids]
+
+
+class FakeTask:
+    def __init__(self, kind, match):
+        self.partial_kind, self.partial_match = kind, match
+
+
+def oracle_sequence_prob(x, y):
+    p, prefix = 1.0, list(x)
+    for token in list(y) + [EOS]:
+        p *= oracle_next(prefix)[token]
+        prefix.append(token)
+    return p
+
+
+def random_examples(n, seed):
+    """Prompts of 1..7 random tokens; targets sampled from the oracle (so p(y | x) is sizable)."""
+    rng = random.Random(seed)
+    examples = []
+    for _ in range(n):
+        x = [rng.randrange(V) for _ in range(rng.randint(1, 7))]
+        y = []
+        while len(y) < 4:
+            token = rng.choices(range(V + 1), weights=oracle_next(x + y))[0]
+            if token == EOS and y:
+                break
+            if token != EOS:
+                y.append(token)
+        examples.append((x, y))
+    return examples
+
+
+def likely_pair(x):
+    """The two most likely first tokens, in order, each followed by its likeliest successor."""
+    first = oracle_next(x)[:V]
+    a = max(range(V), key=first.__getitem__)
+    second = oracle_next(x + [a])[:V]
+    return [a, max(range(V), key=second.__getitem__)]
+
+
+def words(examples):
+    return [([str(t) for t in x], [str(t) for t in y]) for x, y in examples]
+
+
+def test_full_and_first_word_accuracy_equal_the_closed_form():
+    model = OracleModel()
+    examples = random_examples(60, seed=7)
+    # a tiny budget forces many batches of mixed lengths
+    full, first = evaluation.target_log_probs(model, examples, eos_id=EOS, batch_tokens=20)
+    for i, (x, y) in enumerate(examples):
+        assert full[i].exp().item() == pytest.approx(oracle_sequence_prob(x, y), abs=1e-6)
+        assert first[i].exp().item() == pytest.approx(oracle_next(x)[y[0]], abs=1e-6)
+
+    gen = random_examples(40, seed=8)
+    gen_linear = [(x, [(t + 1) % V for t in y]) for x, y in gen]
+    task = FakeTask("first-word", None)
+    m = evaluation.evaluate(
+        model, task, IdVocab(), test=words(examples), gen=words(gen), gen_linear=words(gen_linear)
+    )
+    expect_fa = {
+        "test": sum(oracle_sequence_prob(x, y) for x, y in examples) / len(examples),
+        "hierarchical": sum(oracle_sequence_prob(x, y) for x, y in gen) / len(gen),
+        "linear": sum(oracle_sequence_prob(x, y) for x, y in gen_linear) / len(gen),
+    }
+    expect_pa = {
+        "test": sum(oracle_next(x)[y[0]] for x, y in examples) / len(examples),
+        "hierarchical": sum(oracle_next(x)[y[0]] for x, y in gen) / len(gen),
+        "linear": sum(oracle_next(x)[y[0]] for x, y in gen_linear) / len(gen),
+    }
+    for name in expect_fa:
+        assert abs(m["full"][name] - expect_fa[name]) <= 1e-6
+        assert abs(m["partial"][name] - expect_pa[name]) <= 1e-6
+    for kind, expect in (("full", expect_fa), ("partial", expect_pa)):
+        ratio = math.log(expect["hierarchical"]) - math.log(expect["linear"])
+        assert m[kind]["log_ratio"] == pytest.approx(ratio, abs=1e-5)
+
+
+def second_word_match(output, reference):
+    return len(output) >= 2 and output[1] == reference[1]
+
+
+def exact_second_word(x, reference):
+    """P(a sample of at most 2 tokens has a 2nd token equal to reference[1])."""
+    first = oracle_next(x)
+    return sum(first[a] * oracle_next(x + [a])[reference[1]] for a in range(V))
+
+
+def within_three_standard_errors(estimate, exact_per_source, num_samples):
+    n = len(exact_per_source)
+    mean = sum(exact_per_source) / n
+    variance = sum(p * (1 - p) for p in exact_per_source) / (num_samples * n * n)
+    return abs(estimate - mean) <= 3 * math.sqrt(variance), mean, math.sqrt(variance)
+
+
+def test_sampled_second_word_accuracy_within_three_standard_errors():
+    model = OracleModel()
+    gen = [(x, likely_pair(x)) for x, _ in random_examples(300, seed=9)]
+    gen_linear = [(x, [y[0], (y[1] + 1) % V]) for x, y in gen]
+    task = FakeTask("second-word", second_word_match)
+    m = evaluation.evaluate(
+        model, task, IdVocab(), test=words(gen[:5]), gen=words(gen), gen_linear=words(gen_linear)
+    )
+    for name, data in (("hierarchical", gen), ("linear", gen_linear)):
+        exact = [exact_second_word(x, y) for x, y in data]
+        ok, mean, se = within_three_standard_errors(m["partial"][name], exact, 10)
+        assert ok, (name, m["partial"][name], mean, se)
+
+
+def test_sampled_exact_match_estimates_full_accuracy():
+    """Long samples (select_state drops finished rows): P(sample == y) is p(y | x)."""
+    model = OracleModel()
+    data = random_examples(300, seed=10)
+    prompts = [x for x, _ in data]
+    samples = evaluation.sample_continuations(model, prompts, eos_id=EOS, max_tokens=50, seed=5)
+    assert all(len(per) == 10 for per in samples)
+    assert all(EOS not in s and len(s) <= 50 for per in samples for s in per)
+    hits = sum(s == y for per, (_, y) in zip(samples, data) for s in per) / (10 * len(data))
+    exact = [oracle_sequence_prob(x, y) for x, y in data]
+    ok, mean, se = within_three_standard_errors(hits, exact, 10)
+    assert ok, (hits, mean, se)
+
+    # the same through evaluate() with a sampled ("pos-main-verb") kind and exact matching
+    task = FakeTask("pos-main-verb", lambda output, reference: output == reference)
+    linear = [(x, y[::-1]) for x, y in data]
+    m = evaluation.evaluate(
+        model, task, IdVocab(), test=words(data[:5]), gen=words(data), gen_linear=words(linear)
+    )
+    for name, pairs in (("hierarchical", data), ("linear", linear)):
+        exact = [oracle_sequence_prob(x, y) for x, y in pairs]
+        ok, mean, se = within_three_standard_errors(m["partial"][name], exact, 10)
+        assert ok, (name, m["partial"][name], mean, se)
+        assert m["full"][name] == pytest.approx(mean, abs=1e-6)
+
+
+def test_sampling_is_seeded_and_batch_budget_independent_of_results_shape():
+    model = OracleModel()
+    prompts = [x for x, _ in random_examples(50, seed=11)]
+    a = evaluation.sample_continuations(model, prompts, eos_id=EOS, seed=123)
+    b = evaluation.sample_continuations(model, prompts, eos_id=EOS, seed=123)
+    c = evaluation.sample_continuations(model, prompts, eos_id=EOS, seed=124)
+    assert a == b
+    assert a != c
+
+
+def test_first_samples_follow_first_word_distribution():
+    """Max 1 token: the empirical first-token frequencies match p(y_1 | x)."""
+    model = OracleModel()
+    x = [1, 2, 3]
+    samples = evaluation.sample_continuations(model, [x] * 400, eos_id=EOS, max_tokens=1)
+    counts = [0] * (V + 1)
+    for per in samples:
+        for s in per:
+            counts[s[0] if s else EOS] += 1
+    n = 4000
+    for k, p in enumerate(oracle_next(x)):
+        assert abs(counts[k] / n - p) <= 3 * math.sqrt(p * (1 - p) / n) + 1e-9
+
+
+def test_log_ratio_undefined_for_zero():
+    assert evaluation.log_ratio(0.5, 0.0) is None
+    assert evaluation.log_ratio(0.0, 0.5) is None
+    assert evaluation.log_ratio(0.5, 0.25) == pytest.approx(math.log(2))
+
+
+def test_prompt_batches_respect_budget_and_equal_lengths():
+    rng = random.Random(0)
+    prompts = [[0] * rng.randint(1, 30) for _ in range(500)]
+    batches = evaluation.prompt_batches(prompts, 512)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for b in batches:
+        assert len({len(prompts[i]) for i in b}) == 1
+        assert len(b) * len(prompts[b[0]]) <= 512
