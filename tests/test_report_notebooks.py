@@ -1,0 +1,86 @@
+"""The report notebooks execute headless with papermill and write their files."""
+
+from __future__ import annotations
+
+import json
+
+import papermill
+import pytest
+from fruit import reporting
+from PIL import Image
+from test_reporting_fakes import write_fake_results
+
+TASKS = ["question-formation", "tense-reinflection-with-do"]
+
+
+@pytest.fixture(scope="module")
+def fake_results(tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    write_fake_results(results / "runs", "smoke", TASKS, ["Tf", "Tf+Sup", "RNN"], runs=2)
+    return results
+
+
+def execute(repo_root, name, out, **parameters):
+    executed = out / f"{name}.executed.ipynb"
+    papermill.execute_notebook(
+        str(repo_root / "notebooks" / f"{name}.ipynb"),
+        str(executed),
+        parameters=parameters,
+        progress_bar=False,
+        cwd=str(repo_root / "notebooks"),
+    )
+    return json.loads(executed.read_text())
+
+
+def test_committed_notebooks_have_no_outputs(repo_root):
+    for name in ("tables", "figures", "explore"):
+        path = repo_root / "notebooks" / f"{name}.ipynb"
+        if not path.exists():
+            continue
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                assert cell["outputs"] == [] and cell["execution_count"] is None, name
+
+
+def test_tables_notebook(repo_root, fake_results, tmp_path):
+    out = tmp_path / "tables"
+    nb = execute(
+        repo_root,
+        "tables",
+        tmp_path,
+        results_dir=str(fake_results),
+        profile="smoke",
+        output_dir=str(out),
+    )
+    for task in TASKS:
+        for ext in ("tex", "csv", "md", "comparison.csv", "comparison.md"):
+            assert (out / "smoke" / f"{task}.{ext}").stat().st_size > 0
+    assert len(list((out / "paper-reported").glob("*.tex"))) == 7
+    text = json.dumps(nb)
+    assert "reduced-scale profile: smoke" in text  # the tables shown say so
+    comparison = (out / "smoke" / "question-formation.comparison.md").read_text()
+    assert "| Tf | 2 | 0." in comparison and " / 0.999 (" in comparison  # ours / paper (diff)
+
+
+def test_figures_notebook(repo_root, fake_results, tmp_path):
+    out = tmp_path / "figures"
+    execute(
+        repo_root,
+        "figures",
+        tmp_path,
+        results_dir=str(fake_results),
+        profile="smoke",
+        output_dir=str(out),
+    )
+    for stem, n_tasks in [
+        ("smoke/bar-charts", 2),
+        ("smoke/bar-question-formation", 1),
+        ("paper-reported/bar-charts", 4),
+    ]:
+        png = out / f"{stem}.png"
+        with Image.open(png) as im:
+            assert im.size == reporting.figure_pixels(n_tasks), stem
+            lo, hi = im.convert("L").getextrema()
+            assert lo < 100 and hi > 200, stem  # not blank
+        assert (out / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
