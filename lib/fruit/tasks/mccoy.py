@@ -9,10 +9,10 @@ PP (``Prep Det N``) or a relative clause, and a main clause ``Subject VerbGroup
     tense-reinflection (source)   past verb
     tense-reinflection-with-do    did/didn't + bare verb
 
-This module holds the lexicon, a recognizer for the grammar files, one
-structural parser for all three spellings, the generator (template-stratified
-sampling from the measured tables of tasks.md Appendix A) and the base class of
-the McCoy tasks.
+This module holds the lexicon, the grammar files (recognized with
+``fruit.tasks.grammar``), one structural parser for all three spellings, the
+generator (template-stratified sampling from the measured tables of tasks.md
+Appendix A) and the base class of the McCoy tasks.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from fruit.errors import FruitError
 from fruit.tasks.base import PAPER_SIZES, SPLITS, Example, Task, Tokens
+from fruit.tasks.grammar import Grammar, Rule
 
 # --------------------------------------------------------------------------- lexicon
 
@@ -90,65 +91,21 @@ OBJECT_TYPES = ("intrans",) + MODIFIERS  # "intrans": no object; else the object
 GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
 
 
-class Grammar:
-    """A context-free grammar read from a ``weight LHS RHS...`` file (tasks.md §2.1).
+def read_grammar(filename: str, rename=None) -> Grammar:
+    """A ``mccoy_*.gr`` grammar (upstream ``weight LHS RHS...`` format, ``#`` comments).
 
-    Only recognition is needed here: the McCoy grammars are finite, with no
-    empty rules and no left recursion, so a memoised top-down recognizer is exact.
+    ``rename(word) -> word`` rewrites its terminals, e.g. present verbs to past ones.
     """
-
-    def __init__(self, rules: dict[str, list[tuple[str, ...]]], start: str = "ROOT"):
-        self.rules = rules
-        self.start = start
-        # preterminals (every rule is one word) -> their words, matched in one step
-        self.words = {
-            lhs: frozenset(rhs[0] for rhs in alternatives)
-            for lhs, alternatives in rules.items()
-            if all(len(rhs) == 1 and rhs[0] not in rules for rhs in alternatives)
-        }
-
-    @classmethod
-    def read(cls, path: Path, rename=None) -> Grammar:
-        """Read a grammar file; ``rename(terminal) -> terminal`` rewrites its words."""
-        rules: dict[str, list[tuple[str, ...]]] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            fields = line.split()  # any whitespace (tasks.md §2.1)
-            if not fields or fields[0].startswith("#"):
-                continue
-            _, lhs, *rhs = fields
-            rules.setdefault(lhs, []).append(tuple(rhs))
-        if rename is not None:
-            rules = {
-                lhs: [tuple(s if s in rules else rename(s) for s in rhs) for rhs in alternatives]
-                for lhs, alternatives in rules.items()
-            }
-        return cls(rules)
-
-    def terminals(self, symbol: str) -> set[str]:
-        """The words a (preterminal) symbol rewrites to."""
-        return {rhs[0] for rhs in self.rules[symbol] if len(rhs) == 1 and rhs[0] not in self.rules}
-
-    def accepts(self, tokens: Tokens) -> bool:
-        tokens = tuple(tokens)
-        NONE = frozenset()
-
-        @functools.cache
-        def ends(symbol: str, i: int) -> frozenset[int]:
-            # every j such that symbol =>* tokens[i:j]
-            if symbol in self.words or symbol not in self.rules:
-                words = self.words.get(symbol, (symbol,))
-                return frozenset([i + 1]) if i < len(tokens) and tokens[i] in words else NONE
-            out: set[int] = set()
-            for rhs in self.rules[symbol]:
-                positions = {i}
-                for s in rhs:
-                    positions = {j for p in positions for j in ends(s, p)}
-                    if not positions:
-                        break
-                out |= positions
-            return frozenset(out)
-
-        return len(tokens) in ends(self.start, 0)
+    lines = (GRAMMAR_DIR / filename).read_text(encoding="utf-8").splitlines()
+    text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    grammar = Grammar.from_upstream(text, markers=(), name=filename)
+    if rename is None:
+        return grammar
+    rules = [
+        Rule(r.lhs, tuple(rename(s) if s in grammar.terminals else s for s in r.rhs), r.weight)
+        for r in grammar.rules
+    ]
+    return Grammar(rules, name=filename)
 
 
 # --------------------------------------------------------------------------- structure
@@ -420,7 +377,8 @@ class McCoyTask(Task):
     # -- shared
     @functools.cached_property
     def grammar(self) -> Grammar:
-        return Grammar.read(GRAMMAR_DIR / self.grammar_file, self._source_word)
+        """The grammar of the source sentences."""
+        return read_grammar(self.grammar_file, self._source_word)
 
     def _source_word(self, word: str) -> str:
         return word
