@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import pytest
-
 from fruit.errors import FruitError
 from fruit.experiments import (
     derive_seed,

@@ -9,11 +9,9 @@ import math
 from pathlib import Path
 
 import pytest
-
 from fruit.experiments import load_profile
 from fruit.experiments_cluster import local_cluster
 from fruit.experiments_sweep import Sweep
-
 from test_experiments_support import (
     fake_ce,
     fake_profile_toml,

@@ -93,15 +93,20 @@ def _worker_slot() -> int | None:
 
 
 def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
-    """Environment for the notebook kernel: torch threads, and one GPU per worker."""
+    """Environment for the notebook kernel: torch threads, and one GPU per worker.
+
+    A worker whose process sees several GPUs (a LocalCluster on a multi-GPU machine, or
+    a jobqueue job holding one worker per GPU) keeps GPU ``slot % count`` of those.
+    """
     env = {}
     if threads:
         env.update({v: str(threads) for v in _THREAD_VARIABLES})
-    if device in ("auto", "cuda") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+    if device in ("auto", "cuda"):
         slot = _worker_slot()
-        count = _visible_gpu_count()
-        if slot is not None and count > 1:
-            env["CUDA_VISIBLE_DEVICES"] = str(slot % count)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = visible.split(",") if visible else [str(i) for i in range(_visible_gpu_count())]
+        if slot is not None and len(gpus) > 1:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
     return env
 
 

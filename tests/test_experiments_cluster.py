@@ -1,0 +1,240 @@
+"""The runner against real Dask processes: a `dask scheduler` and two `dask worker`s on
+127.0.0.1 (same results as a LocalCluster), a worker killed mid-run (the sweep completes
+and the run resumes from its checkpoint), and the Slurm job script of --cluster slurm."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from fruit.experiments_cluster import jobqueue_cluster
+from test_experiments_support import fake_profile_toml, write_fake_data, write_fake_notebook
+
+BIN = Path(sys.executable).parent
+
+
+@contextlib.contextmanager
+def dask_processes(tmp_path: Path, workers: int = 2):
+    """`dask scheduler` + `dask worker`s on the loopback interface, free ports only."""
+    scheduler_file = tmp_path / "scheduler.json"
+    logs = tmp_path / "dask-logs"
+    logs.mkdir()
+    procs = []
+
+    def start(name, args):
+        log = open(logs / f"{name}.log", "w")
+        procs.append(
+            (
+                subprocess.Popen([str(BIN / "dask"), *args], stdout=log, stderr=subprocess.STDOUT),
+                log,
+            )
+        )
+
+    try:
+        start(
+            "scheduler",
+            [
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+        )
+        deadline = time.monotonic() + 60
+        while not scheduler_file.is_file():
+            assert time.monotonic() < deadline, "dask scheduler did not start"
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for i in range(workers):
+            start(
+                f"worker-{i}",
+                [
+                    "worker",
+                    address,
+                    "--host",
+                    "127.0.0.1",
+                    "--nthreads",
+                    "1",
+                    "--nworkers",
+                    "1",
+                    "--no-dashboard",
+                    "--name",
+                    f"w{i}",
+                    "--resources",
+                    "run=1",
+                ],
+            )
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(workers, timeout=60)
+        yield address
+    finally:
+        for proc, _log in reversed(procs):
+            proc.terminate()
+        for proc, log in reversed(procs):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def fruit_run(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fruit", "run", *args], capture_output=True, text=True, **kwargs
+    )
+
+
+def _all_metrics(results: Path, profile: str) -> dict[str, dict]:
+    runs = results / "runs" / profile
+    found = {}
+    for path in sorted(runs.glob("*/*/*/metrics.json")):
+        m = json.loads(path.read_text())
+        m.pop("train_seconds")
+        found[str(path.parent.relative_to(runs))] = m
+    return found
+
+
+@pytest.mark.slow
+def test_scheduler_and_two_workers_give_the_local_results(tmp_path: Path):
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    (tmp_path / "fake.toml").write_text(fake_profile_toml(trials=2, runs=1))
+    common = [
+        "--profile",
+        str(tmp_path / "fake.toml"),
+        "--notebook",
+        str(tmp_path / "train.ipynb"),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--device",
+        "cpu",
+        "--skip-reports",
+    ]
+
+    local = fruit_run(*common, "--results", str(tmp_path / "local"), "--workers", "2", timeout=600)
+    assert local.returncode == 0, local.stdout + local.stderr
+    with dask_processes(tmp_path) as address:
+        remote = fruit_run(
+            *common, "--results", str(tmp_path / "remote"), "--scheduler", address, timeout=600
+        )
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    assert f"Dask scheduler {address} (2 workers)" in remote.stdout
+    expected = _all_metrics(tmp_path / "local", "fake")
+    assert len(expected) == 2 * (2 + 1)
+    assert _all_metrics(tmp_path / "remote", "fake") == expected
+
+
+@pytest.mark.slow
+def test_killed_worker_run_resumes_from_its_checkpoint(tmp_path: Path):
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    # one search trial per architecture, long enough to be killed in the middle
+    (tmp_path / "fake.toml").write_text(
+        fake_profile_toml(trials=1, runs=1)
+        .replace("fake_steps = 2", "fake_steps = 6")
+        .replace("fake_step_seconds = 0.0", "fake_step_seconds = 1.0")
+    )
+    results = tmp_path / "results"
+    args = [
+        "--profile",
+        str(tmp_path / "fake.toml"),
+        "--notebook",
+        str(tmp_path / "train.ipynb"),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--device",
+        "cpu",
+        "--skip-reports",
+        "--results",
+        str(results),
+    ]
+    with dask_processes(tmp_path) as address:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "fruit", "run", *args, "--scheduler", address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            victim = results / "runs" / "fake" / "question-formation" / "Tf" / "search-0"
+            deadline = time.monotonic() + 120
+            # wait until the run has trained a step and checkpointed
+            while not (victim / "checkpoint.pt").is_file():
+                assert time.monotonic() < deadline and sweep.poll() is None, (
+                    "run never checkpointed"
+                )
+                time.sleep(0.2)
+            log = (victim / "runner.log").read_text()
+            worker_pid = int(log.split("worker pid ")[1].split(")")[0])
+            kernels = psutil.Process(worker_pid).children(recursive=True)
+            assert kernels, "the notebook kernel should be a child of the worker"
+            os.kill(worker_pid, signal.SIGKILL)
+            # the orphaned kernel notices its parent died and exits: nothing keeps writing
+            gone, alive = psutil.wait_procs(kernels, timeout=15)
+            assert not alive, f"kernel processes outlived their worker: {alive}"
+            out, _ = sweep.communicate(timeout=300)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+                sweep.wait()
+    assert sweep.returncode == 0, out
+    metrics = _all_metrics(results, "fake")
+    assert len(metrics) == 2 * (1 + 1)  # every run's result, parsable
+    log = (victim / "runner.log").read_text()
+    assert "attempt 1 started" in log and "no checkpoint, starting fresh" in log
+    assert "resuming from checkpoint.pt" in log  # the next attempt found the checkpoint
+    # the resumed attempt's executed notebook says where it picked up; the killed one is kept
+    resumed = nbformat.read(victim / "train.ipynb", as_version=4)
+    outputs = "".join(o.get("text", "") for c in resumed.cells for o in c.get("outputs", []))
+    assert "resumed from checkpoint.pt at step" in outputs
+    step = int(outputs.split("at step ")[1].split()[0])
+    assert 1 <= step < 6
+    assert list(victim.glob("train.attempt-*.ipynb"))
+    m = json.loads((victim / "metrics.json").read_text())
+    assert m["steps_run"] == 6
+    # the log has each step once per attempt that ran it: no step lost
+    steps = [int(x) for x in (victim / "log.csv").read_text().split()]
+    assert sorted(set(steps)) == list(range(1, 7))
+
+
+def test_slurm_job_script_carries_the_request():
+    cluster = jobqueue_cluster(
+        "slurm", cores=8, memory="32GB", walltime="04:00:00", gpus=2, queue="gpu", start=False
+    )
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    lines = script.splitlines()
+    assert "#SBATCH --cpus-per-task=8" in lines
+    assert any(line.startswith("#SBATCH --mem=") and line.endswith("G") for line in lines)
+    assert "#SBATCH -t 04:00:00" in lines
+    assert "#SBATCH --gres=gpu:2" in lines
+    assert "#SBATCH -p gpu" in lines
+    worker = next(line for line in lines if "distributed.cli.dask_worker" in line)
+    # one worker per GPU, each taking one run at a time, with the cores split between them
+    assert "--nworkers 2" in worker and "--nthreads 4" in worker
+    assert "--resources run=1" in worker
+
+
+def test_unknown_cluster_kind_is_explained():
+    from fruit.errors import FruitError
+
+    with pytest.raises(FruitError, match="unknown cluster 'lsf'; valid choices: pbs, sge, slurm"):
+        jobqueue_cluster("lsf", start=False)
