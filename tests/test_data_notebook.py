@@ -1,0 +1,31 @@
+"""notebooks/data.ipynb runs headless with papermill."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fruit.cli import main
+
+papermill = pytest.importorskip("papermill")
+
+
+def test_data_notebook_runs(repo_root, tmp_path, capsys):
+    data = tmp_path / "data"
+    argv = ["data", "--task", "passivization", "--out", str(data), "--train-size", "200"]
+    assert main(argv + ["--dev-size", "20", "--test-size", "2000", "--gen-size", "30"]) == 0
+    capsys.readouterr()
+    source = repo_root / "notebooks" / "data.ipynb"
+    assert all(not c.get("outputs") for c in json.loads(source.read_text())["cells"])
+    out = tmp_path / "data.out.ipynb"
+    papermill.execute_notebook(
+        str(source),
+        str(out),
+        parameters={"task": "passivization", "data_dir": str(data)},
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(tmp_path),
+    )
+    text = out.read_text()
+    assert "passivization: read from" in text
+    assert "hierarchical" in text and "median_length" in text
