@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from fruit.errors import unknown_choice
+from fruit.errors import FruitError, unknown_choice
 from fruit.tasks import PAPER_SIZES, TASKS
 
 
@@ -57,13 +57,15 @@ def _slugs(task: str) -> tuple[str, ...]:
 
 def main(args) -> int:
     slugs = _slugs(args.task)
+    if args.from_dir and not args.official:
+        raise FruitError("--from DIR goes with --official (take the published files from DIR)")
+    if args.published and not args.compare:
+        raise FruitError("--published DIR goes with --compare DIR")
     if args.compare:
         from fruit.tasks.statistics import compare, format_table
 
         rows = compare(args.compare, slugs, args.published)
         if not rows:
-            from fruit.errors import FruitError
-
             raise FruitError(f"{args.compare}: no <task>/test.tsv found to compare")
         print(format_table(rows))
         return 0 if all(r["ok"] is not False for r in rows) else 1
