@@ -66,8 +66,10 @@ class RecurrentLM(nn.Module):
     def forward(self, tokens: torch.Tensor, return_actions: bool = False):
         """tokens (B, n) -> logits (B, n+1, V+1); position t predicts w_{t+1}."""
         state = self.core.initial_state(tokens.shape[0])
-        outputs, _ = self.core(self.dropout(self.embedding(tokens)), state)  # (B, n, d)
-        h = torch.cat((self.core.top(state)[:, None], outputs), dim=1)  # (B, n+1, d)
+        h = self.core.top(state)[:, None]  # (B, 1, d): the initial state predicts w_1
+        if tokens.shape[1] > 0:
+            outputs, _ = self.core(self.dropout(self.embedding(tokens)), state)  # (B, n, d)
+            h = torch.cat((h, outputs), dim=1)  # (B, n+1, d)
         logits = self._logits(h)
         return (logits, []) if return_actions else logits
 

@@ -1,0 +1,164 @@
+"""Training-step throughput of the fifteen architectures at paper size.
+
+Batches are real question-formation strings (source + target, models.md §1) packed
+as in training: sorted by length, b * max|w| <= 2048 tokens (§11). One training
+step is forward, loss (mean over strings of -log p(w EOS)), backward, clipping at
+10 and an Adam step. Throughput counts predicted positions, sum(|w| + 1), per second.
+Each architecture's throughput is also given divided by the plain transformer's,
+measured in the same run.
+
+    .venv/bin/python benchmarks/models.py [--data-dir DIR] [--seconds 10] [--arch Tf --arch Tf+Nd]
+
+Runs on one CPU thread unless --threads says otherwise. Exits 0 with a message when
+the data file is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("FRUIT_DATASETS", REPO.parent / "shared" / "datasets"))
+
+
+def load_load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def make_batches(strings: list[list[int]], budget: int, seed: int = 0) -> list[list[list[int]]]:
+    """Sort by length and pack greedily so that b * max|w| <= budget; shuffle the batches."""
+    batches, current = [], []
+    for w in sorted(strings, key=len):
+        if current and (len(current) + 1) * len(w) > budget:
+            batches.append(current)
+            current = []
+        current.append(w)
+    if current:
+        batches.append(current)
+    random.Random(seed).shuffle(batches)
+    return batches
+
+
+def to_tensors(batch: list[list[int]], eos: int, device):
+    n = max(len(w) for w in batch)
+    tokens = torch.zeros(len(batch), n, dtype=torch.long)
+    targets = torch.full((len(batch), n + 1), -100, dtype=torch.long)
+    for row, w in enumerate(batch):
+        tokens[row, : len(w)] = torch.tensor(w)
+        targets[row, : len(w)] = torch.tensor(w)
+        targets[row, len(w)] = eos
+    return tokens.to(device), targets.to(device), sum(len(w) + 1 for w in batch)
+
+
+def train_step(model, optimizer, tokens, targets):
+    logits = model(tokens)
+    loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100, reduction="sum")
+    loss = loss / tokens.shape[0]
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+    optimizer.step()
+    return loss.item()
+
+
+def measure(arch, vocab_size, batches, device, seconds, min_steps, warmup):
+    from fruit.models import build_model, num_parameters
+
+    torch.manual_seed(0)
+    model = build_model(arch, vocab_size=vocab_size).to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for batch in batches[:warmup]:
+        train_step(model, optimizer, *to_tensors(batch, vocab_size, device)[:2])
+    sync()
+    tokens_done, steps, start = 0, 0, time.perf_counter()
+    for batch in batches[warmup:] + batches[:warmup]:
+        tokens, targets, count = to_tensors(batch, vocab_size, device)
+        train_step(model, optimizer, tokens, targets)
+        sync()
+        tokens_done += count
+        steps += 1
+        if steps >= min_steps and time.perf_counter() - start >= seconds:
+            break
+    elapsed = time.perf_counter() - start
+    return {
+        "d": model.d,
+        "params": num_parameters(model),
+        "steps": steps,
+        "tokens_per_s": tokens_done / elapsed,
+        "s_per_step": elapsed / steps,
+    }
+
+
+def main(argv=None) -> int:
+    from fruit.models import ARCHITECTURES, PAPER_VOCAB_SIZES
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
+    parser.add_argument("--task", default="question-formation")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--batch-tokens", type=int, default=2048)
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per model")
+    parser.add_argument("--min-steps", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--arch", action="append", help="only these (Tf is always added)")
+    parser.add_argument("--device", default="auto")
+    # One thread by default: on a small shared machine, PyTorch's intra-op threads spin
+    # against other processes and a step can be 10x slower than with one thread.
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
+    args = parser.parse_args(argv)
+
+    path = args.data_dir / args.task / f"{args.split}.tsv"
+    if not path.is_file():
+        print(f"benchmarks/models.py: skipped: {path} not found (set --data-dir or FRUIT_DATASETS)")
+        return 0
+    from fruit.device import resolve_device
+    from fruit.tasks import Vocabulary, read_tsv
+
+    device = resolve_device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    examples = read_tsv(path)
+    vocab = Vocabulary.from_examples(examples)
+    V = max(vocab.size, PAPER_VOCAB_SIZES.get(args.task, 0))
+    strings = [vocab.encode(source + target) for source, target in examples]
+    batches = make_batches(strings, args.batch_tokens)
+    archs = list(ARCHITECTURES) if not args.arch else ["Tf", *[a for a in args.arch if a != "Tf"]]
+
+    print(
+        f"# {path}: {len(strings)} strings, {len(batches)} batches (b*max|w| <= {args.batch_tokens}), V={V}"
+    )
+    print(f"# device={device} torch={torch.__version__} threads={torch.get_num_threads()}")
+    print(f"# load average at start: {load_load()}")
+    print(
+        f"{'architecture':<12} {'d':>4} {'params':>8} {'steps':>5} {'s/step':>8} {'tokens/s':>10} {'/Tf':>7}"
+    )
+    base = None
+    for arch in archs:
+        r = measure(arch, V, batches, device, args.seconds, args.min_steps, args.warmup)
+        base = base or r["tokens_per_s"]
+        print(
+            f"{arch:<12} {r['d']:>4} {r['params']:>8} {r['steps']:>5} {r['s_per_step']:>8.3f} "
+            f"{r['tokens_per_s']:>10.0f} {r['tokens_per_s'] / base:>7.3f}",
+            flush=True,
+        )
+    print(f"# load average at end: {load_load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
