@@ -614,7 +614,11 @@ def _progress_bar(progress, total: int):
     if progress is None or progress is False:
         return None
     if progress is True:
-        from tqdm.auto import tqdm
+        try:  # a widget in JupyterLab when ipywidgets is there, else a text bar
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            from tqdm import tqdm
 
         return tqdm(total=total, unit="ex", desc="training")
     return progress

@@ -1,0 +1,43 @@
+"""notebooks/train.ipynb runs headless with papermill and leaves a complete run folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("papermill")
+
+
+def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
+    notebook = repo_root / "notebooks" / "train.ipynb"
+    papermill = Path(sys.executable).with_name("papermill")
+    command = [
+        str(papermill), str(notebook), str(tmp_path / "out.ipynb"),
+        "-p", "task", "question-formation",
+        "-p", "architecture", "Tf+Nd",
+        "-p", "profile", "smoke",
+        "-p", "threads", "1",
+        "--cwd", str(tmp_path),  # data/ is generated and results/ written here
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    run_dir = tmp_path / "results" / "runs" / "smoke" / "question-formation" / "Tf+Nd" / "final-0"
+    for name in ("config.json", "log.csv", "checkpoint.pt", "best.pt", "metrics.json"):
+        assert (run_dir / name).is_file(), name
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["status"] == "complete"
+    assert metrics["architecture"] == "Tf+Nd" and metrics["profile"] == "smoke"
+    assert metrics["num_parameters"] == 191_085  # models.md §10.4: Tf+Nd on question formation
+    for kind in ("full", "partial"):
+        for name in ("test", "hierarchical", "linear"):
+            assert 0.0 <= metrics[kind][name] <= 1.0
+    assert len((run_dir / "log.csv").read_text().splitlines()) >= 2  # header + a checkpoint
+
+    executed = (tmp_path / "out.ipynb").read_text()
+    assert "hierarchical target" in executed and "linear target" in executed
+    assert "image/png" in executed  # the learning curve

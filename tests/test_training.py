@@ -1,0 +1,287 @@
+"""fruit.batching and fruit.training: the batching rule, the schedule, resume, determinism.
+
+Runs use generated question-formation data (tiny sizes) and small real models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+from fruit import batching, training
+from fruit.cli import main as cli_main
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # one intra-op thread: on a shared 2-core machine, 2 threads run several times slower
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+# ---------------------------------------------------------------- batching
+
+
+def test_training_batches_follow_the_budget_rule():
+    rng = random.Random(3)
+    lengths = [rng.randint(1, 60) for _ in range(400)] + [300]  # one over-long string
+    budget = 200
+    batches = batching.training_batches(lengths, budget, random.Random(5))
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= budget
+    assert [300] in [[lengths[i] for i in b] for b in batches]
+    # greedy: no batch could have taken the next string of the sorted order
+    flat = batching.evaluation_batches(lengths, budget)
+    for b, nxt in zip(flat, flat[1:]):
+        grown = b + nxt[:1]
+        assert len(grown) * max(lengths[i] for i in grown) > budget
+
+
+def test_batches_are_a_shuffled_stable_sort():
+    lengths = [5, 3, 5, 3, 5, 3, 9]
+    seed = 11
+    batches = batching.training_batches(lengths, 1000, random.Random(seed))
+    # budget large enough for one batch: the batch is the shuffled order, stably sorted
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    expected = sorted(order, key=lambda i: lengths[i])
+    assert batches == [expected]
+    # same seed, same batches; the validation batches ignore any RNG
+    assert batching.training_batches(lengths, 10, random.Random(1)) == batching.training_batches(
+        lengths, 10, random.Random(1)
+    )
+    assert batching.evaluation_batches(lengths, 1000) == [[1, 3, 5, 0, 2, 4, 6]]
+
+
+# ---------------------------------------------------------------- runs
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    from fruit.tasks import get_task
+
+    root = tmp_path_factory.mktemp("data")
+    task = get_task("question-formation")
+    sizes = {"train": 120, "dev": 20, "test": 20, "gen": 20}
+    training.generate_task_data(root / "question-formation", task, sizes, seed=1)
+    return root
+
+
+def tiny_config(data_dir, **overrides) -> training.RunConfig:
+    settings = dict(
+        task="question-formation",
+        architecture="Tf",
+        profile="smoke",
+        seed=7,
+        d=16,
+        learning_rate=1e-3,
+        batch_tokens=256,
+        train_size=120,
+        dev_size=20,
+        test_size=20,
+        gen_size=20,
+        checkpoint_every=50,
+        max_epochs=2,
+        data_dir=str(data_dir),
+        device="cpu",
+    )
+    settings.update(overrides)
+    return training.RunConfig(**settings)
+
+
+def without_timing(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if k != "train_seconds"}
+
+
+def log_without_seconds(run_dir: Path) -> list[list[str]]:
+    rows = (run_dir / "log.csv").read_text().splitlines()
+    return [row.split(",")[:-1] for row in rows]
+
+
+def test_run_folder_is_complete(tmp_path, data_dir):
+    metrics = training.train_run(tiny_config(data_dir), tmp_path / "run")
+    run_dir = tmp_path / "run"
+    for name in ("config.json", "log.csv", "checkpoint.pt", "best.pt", "metrics.json"):
+        assert (run_dir / name).is_file(), name
+    assert metrics == json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["status"] == "complete" and metrics["reason"] is None
+    expected_keys = {
+        "status", "reason", "task", "architecture", "phase", "index", "seed", "profile",
+        "learning_rate", "batch_tokens", "d", "num_parameters", "best_validation_cross_entropy",
+        "epochs", "examples_seen", "train_seconds", "full", "partial",
+    }  # fmt: skip
+    assert set(metrics) == expected_keys
+    for kind in ("full", "partial"):
+        assert set(metrics[kind]) == {"test", "hierarchical", "linear", "log_ratio"}
+        for name in ("test", "hierarchical", "linear"):
+            assert 0.0 <= metrics[kind][name] <= 1.0
+    assert metrics["examples_seen"] == 240 and metrics["epochs"] == 2.0
+    config = json.loads((run_dir / "config.json").read_text())
+    for key in ("parameter_seed", "shuffle_seed", "sampling_seed", "device", "versions", "d"):
+        assert key in config
+    assert config["d"] == 16 and config["device"] == "cpu"
+    log = training.read_log(run_dir)
+    assert list(log.columns) == list(training.LOG_COLUMNS)
+    # the count carries over (mod 50) so, with batches of < 50 strings, checkpoint i comes
+    # at the first update where examples_seen >= 50 i, across the epoch boundary at 120
+    assert [e // 50 for e in log["examples_seen"]] == [1, 2, 3, 4]
+    assert metrics["best_validation_cross_entropy"] == pytest.approx(
+        log["validation_cross_entropy"].min()
+    )
+
+
+def test_validation_cross_entropy_per_token_by_brute_force(tmp_path, data_dir):
+    run = training.Run(tiny_config(data_dir, dev_size=7), tmp_path / "run")
+    run.model.eval()
+    total = tokens = 0.0
+    with torch.no_grad():
+        for x, y in run.data.dev:  # one string at a time, no padding
+            w = run.vocab.encode(x) + run.vocab.encode(y)
+            logp = run.model(torch.tensor([w])).log_softmax(-1)[0]  # (n+1, V+1)
+            nxt = w + [run.vocab.eos_id]
+            total -= sum(logp[t, nxt[t]].item() for t in range(len(nxt)))
+            tokens += len(nxt)
+    assert run.validate() == pytest.approx(total / tokens, rel=1e-5)
+
+
+def test_same_run_twice_gives_identical_metrics(tmp_path, data_dir):
+    config = tiny_config(data_dir, architecture="LSTM", d=12)
+    a = training.train_run(config, tmp_path / "a")
+    b = training.train_run(config, tmp_path / "b")
+    assert without_timing(a) == without_timing(b)
+    assert log_without_seconds(tmp_path / "a") == log_without_seconds(tmp_path / "b")
+    c = training.train_run(tiny_config(data_dir, architecture="LSTM", d=12, seed=8), tmp_path / "c")
+    assert without_timing(c) != without_timing(a)  # the seed matters
+
+
+def test_plateau_schedule_and_early_stopping(tmp_path, data_dir, monkeypatch):
+    """Scripted validation scores; expectations written out from models.md §11."""
+    scores = iter([5.0, 4.0, 4.0, 4.5, 3.0, 3.5, 3.5, 3.5, 1.0, 1.0])
+    monkeypatch.setattr(training.Run, "validate", lambda self: next(scores))
+    config = tiny_config(data_dir, checkpoint_every=10, max_epochs=50, learning_rate=0.01)
+    metrics = training.train_run(config, tmp_path / "run")
+    log = training.read_log(tmp_path / "run")
+    lr = 0.01
+    # lr in force before each checkpoint: halved after the 2nd non-improving checkpoint in a
+    # row (4.0 ties are not improvements), counter restarts; stop at the 3rd bad one in a row
+    assert log["learning_rate"].tolist() == pytest.approx([lr] * 4 + [lr / 2] * 3 + [lr / 4])
+    assert log["validation_cross_entropy"].tolist() == [5.0, 4.0, 4.0, 4.5, 3.0, 3.5, 3.5, 3.5]
+    assert metrics["best_validation_cross_entropy"] == 3.0
+    best = torch.load(tmp_path / "run" / "best.pt", weights_only=False)
+    assert best["examples_seen"] == log["examples_seen"][4]
+
+
+def test_nan_loss_stops_the_run_as_diverged(tmp_path, data_dir):
+    from fruit.models import build_model
+
+    class Exploding(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.d, self.calls = inner, inner.d, 0
+
+        def forward(self, tokens):
+            self.calls += 1
+            logits = self.inner(tokens)
+            return logits * float("nan") if self.training and self.calls > 3 else logits
+
+    def factory(config, vocab_size):
+        return Exploding(build_model("Tf", vocab_size=vocab_size, d=16))
+
+    run = training.Run(tiny_config(data_dir), tmp_path / "run", model_factory=factory)
+    run.train()
+    metrics = run.finish()
+    assert metrics["status"] == "diverged"
+    assert "nan" in metrics["reason"] and "examples_seen=" in metrics["reason"]
+    for kind in ("full", "partial"):
+        assert all(v is None for v in metrics[kind].values())
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "diverged"
+
+
+def test_resume_refuses_different_settings(tmp_path, data_dir):
+    training.Run(tiny_config(data_dir), tmp_path / "run")
+    with pytest.raises(training.FruitError, match="learning_rate"):
+        training.Run(tiny_config(data_dir, learning_rate=0.5), tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task", "nope", "--architecture", "Tf"], "unknown task 'nope'; valid choices:"),
+        (["--task", "passivization", "--architecture", "GRU"], "unknown architecture 'GRU'"),
+        (["--task", "passivization", "--architecture", "Tf", "--data-dir", "/nonexistent/x"], "data directory /nonexistent/x does not exist"),
+    ],
+)  # fmt: skip
+def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
+    code = cli_main(["train", *argv, "--output-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("fruit: error: ") and message in err and "\n" not in err
+
+
+# ---------------------------------------------------------------- resume after SIGKILL
+
+WORKER = r"""
+import json, os, signal, sys
+import torch
+torch.set_num_threads(1)
+from fruit import training
+config = training.RunConfig(**json.loads(sys.argv[1]))
+kill_after = int(sys.argv[3])  # batches after the 2nd checkpoint; -1: never
+
+class Killer:
+    batches = 0
+    def update(self, n):
+        if kill_after >= 0 and len(run.state["log"]) == 2:
+            if self.batches == kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.batches += 1
+    def set_postfix(self, **kw): pass
+    def close(self): pass
+
+run = training.Run(config, sys.argv[2])
+run.train(progress=Killer())
+print(json.dumps(run.finish()))
+"""
+
+
+def run_worker(config, run_dir, kill_after):
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    return subprocess.run(
+        [sys.executable, "-c", WORKER, json.dumps(asdict(config)), str(run_dir), str(kill_after)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_resume_after_sigkill_gives_the_same_metrics(tmp_path, data_dir):
+    # dropout is on (Tf), the 2nd checkpoint falls inside epoch 1, the kill lands on or
+    # after it (2 updates later, so work since the checkpoint is lost and redone), and the
+    # resumed run crosses an epoch boundary
+    kill_after = 1
+    config = tiny_config(data_dir, architecture="Tf", d=16, checkpoint_every=30)
+    whole = run_worker(config, tmp_path / "whole", -1)
+    assert whole.returncode == 0, whole.stderr
+    killed = run_worker(config, tmp_path / "killed", kill_after)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (tmp_path / "killed" / "metrics.json").exists()
+    assert len((tmp_path / "killed" / "log.csv").read_text().splitlines()) == 1 + 2
+    resumed = run_worker(config, tmp_path / "killed", -1)
+    assert resumed.returncode == 0, resumed.stderr
+    a = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "killed" / "metrics.json").read_text())
+    assert without_timing(a) == without_timing(b)
+    assert log_without_seconds(tmp_path / "whole") == log_without_seconds(tmp_path / "killed")
