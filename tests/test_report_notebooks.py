@@ -84,3 +84,47 @@ def test_figures_notebook(repo_root, fake_results, tmp_path):
             lo, hi = im.convert("L").getextrema()
             assert lo < 100 and hi > 200, stem  # not blank
         assert (out / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """A real, tiny trained run (smoke profile sizes, d=16) with a stack."""
+    from fruit.training import RunConfig, train_run
+
+    root = tmp_path_factory.mktemp("smoke")
+    config = RunConfig(
+        task="question-formation",
+        architecture="Tf+Sup",
+        profile="smoke",
+        d=16,
+        data_dir=str(root / "data"),
+        generate_data=True,
+        device="cpu",
+    )
+    run_dir = root / "runs" / "smoke" / "question-formation" / "Tf+Sup" / "final-0"
+    train_run(config, run_dir)
+    return run_dir
+
+
+def test_explore_notebook(repo_root, smoke_run, tmp_path):
+    out = tmp_path / "explore"
+    nb = execute(
+        repo_root,
+        "explore",
+        tmp_path,
+        run_dir=str(smoke_run),
+        sentence="my walrus who does sleep doesn't giggle .",
+        max_tokens=12,
+        samples=2,
+        output_dir=str(out),
+    )
+    text = json.dumps(nb)
+    assert "doesn't my walrus who does sleep giggle ?" in text  # the hierarchical target
+    assert "does my walrus who sleep doesn't giggle ?" in text  # the linear target
+    with Image.open(out / "stack-actions.png") as im:
+        assert im.size[0] > 300 and im.size[1] > 100
+        lo, hi = im.convert("L").getextrema()
+        assert lo < 100 and hi > 200
+    rows = (out / "outputs.csv").read_text().splitlines()
+    assert rows[0] == "kind,output,probability" and any(r.startswith("greedy,") for r in rows)
+    assert sum(r.startswith("sample ") for r in rows) == 2

@@ -1,0 +1,288 @@
+"""Exploring one trained run: load it, feed it a sentence, look at its outputs and its stacks.
+
+Used by ``notebooks/explore.ipynb``::
+
+    run = load_run("results/runs/quick/question-formation/Tf+Nd/final-0")
+    source = run.source("my walrus who does sleep doesn't giggle .")   # marker added
+    first_words(run, source)          # p(y_1 | x), the k most probable
+    best_outputs(run, source)         # beam search: the k most probable outputs, with p(y | x)
+    decoded(run, source)              # greedy and sampled outputs next to both targets
+    actions = stack_actions(run, source + greedy_output)
+    stack_action_figure(actions)      # heat map: push / replace / pop (Nd), push / pop / no-op (Sup)
+
+A run folder is read through its ``config.json`` (task, architecture, d, model options,
+data_dir) and ``best.pt``; the vocabulary is rebuilt from ``data_dir/<task>/train.tsv``
+(docs/contracts.md §1, §3, §4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from fruit.errors import FruitError
+
+SUP_ACTIONS = ("push", "pop", "no-op")
+
+
+@dataclass
+class LoadedRun:
+    path: Path
+    config: dict
+    model: torch.nn.Module
+    vocab: object
+    task: object
+    metrics: dict | None = field(default=None, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def source(self, sentence: str | list[str], marker: str | None = None) -> list[str]:
+        """Source tokens of a typed sentence, ending in a task marker (the transformation
+        marker unless the sentence ends in one or ``marker`` says otherwise)."""
+        tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
+        markers = (self.task.identity_marker, self.task.transform_marker)
+        if not tokens or tokens[-1] not in markers:
+            tokens.append(marker or self.task.transform_marker)
+        known = set(self.vocab.decode(list(range(self.vocab.size))))
+        unknown = [t for t in tokens if t not in known]
+        if unknown:
+            sample = ", ".join(sorted(known)[:40])
+            raise FruitError(
+                f"word(s) not in the vocabulary of {self.config['task']}: {', '.join(unknown)}; "
+                f"known words include: {sample}, ..."
+            )
+        return tokens
+
+
+def load_run(
+    run_dir: str | Path, device: str = "cpu", data_dir: str | Path | None = None
+) -> LoadedRun:
+    """Rebuild a finished (or running) run's model with its best parameters."""
+    from fruit.device import resolve_device
+    from fruit.models import build_model
+    from fruit.tasks import Vocabulary, get_task, read_tsv
+
+    run_dir = Path(run_dir)
+    for name in ("config.json", "best.pt"):
+        if not (run_dir / name).is_file():
+            raise FruitError(f"{run_dir} is not a trained run folder: {name} is missing")
+    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    data_dir = Path(data_dir or config["data_dir"])
+    train = data_dir / config["task"] / "train.tsv"
+    if not train.is_file():
+        raise FruitError(f"{train} is missing: the vocabulary is rebuilt from it; pass data_dir=")
+    vocab = Vocabulary.from_examples(read_tsv(train))
+    if config.get("vocab_size") not in (None, vocab.size):
+        raise FruitError(
+            f"{train} gives {vocab.size} word types but the run had {config['vocab_size']}"
+        )
+    model = build_model(
+        config["architecture"],
+        vocab_size=vocab.size,
+        d=config["d"],
+        **config.get("model_options", {}),
+    )
+    device = resolve_device(device)
+    best = torch.load(run_dir / "best.pt", map_location=device, weights_only=False)
+    model.load_state_dict(best["model"] if "model" in best else best)
+    model.to(device).eval()
+    metrics_path = run_dir / "metrics.json"
+    metrics = (
+        json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else None
+    )
+    return LoadedRun(run_dir, config, model, vocab, get_task(config["task"]), metrics)
+
+
+# --- outputs ---------------------------------------------------------------------------------
+
+
+def _prompt_state(run: LoadedRun, source: list[str]):
+    """Feed the source to the model: -> (logits for y_1 (1, V+1), state)."""
+    ids = torch.tensor(run.vocab.encode(source), device=run.device)
+    logits, state = run.model.start(1)
+    for t in range(len(ids)):
+        logits, state = run.model.step(state, ids[t : t + 1])
+    return logits, state
+
+
+def _word(run: LoadedRun, i: int) -> str:
+    return "<eos>" if i == run.vocab.eos_id else run.vocab.decode([i])[0]
+
+
+@torch.no_grad()
+def first_words(run: LoadedRun, source: list[str], k: int = 10) -> list[tuple[str, float]]:
+    """The k most probable first output words with p(y_1 | x)."""
+    logits, _ = _prompt_state(run, source)
+    probs = logits[0].float().softmax(-1)
+    top = probs.topk(min(k, probs.numel()))
+    return [(_word(run, i), float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist())]
+
+
+@torch.no_grad()
+def best_outputs(
+    run: LoadedRun, source: list[str], k: int = 5, max_tokens: int = 50
+) -> list[tuple[list[str], float, bool]]:
+    """Beam search of width ``k``: the k most probable outputs with p(y | x) (EOS included).
+
+    Returns (tokens, probability, finished). If fewer than k outputs end within
+    ``max_tokens``, the best unfinished prefixes follow with ``finished`` False and the
+    probability of the prefix.
+    """
+    logits, state = _prompt_state(run, source)
+    eos = run.vocab.eos_id
+    beams = [([], 0.0)]  # (ids, log p) of the live hypotheses, one per state row
+    finished: list[tuple[list[int], float]] = []
+    for step in range(max_tokens):
+        logp = logits.float().log_softmax(-1)  # (beams, V+1)
+        scores = torch.tensor([s for _, s in beams], device=logp.device).unsqueeze(1) + logp
+        flat = scores.flatten().topk(min(2 * k, scores.numel()))
+        keep_rows, keep_tokens, live = [], [], []
+        for score, index in zip(flat.values.tolist(), flat.indices.tolist()):
+            row, token = divmod(index, logp.size(1))
+            if token == eos:
+                finished.append((beams[row][0], score))
+            elif len(live) < k:
+                live.append((beams[row][0] + [token], score))
+                keep_rows.append(row)
+                keep_tokens.append(token)
+        finished.sort(key=lambda f: -f[1])
+        finished = finished[:k]
+        # stop when no live hypothesis can still beat the k-th finished one
+        if not live or (len(finished) == k and live[0][1] <= finished[-1][1]):
+            break
+        if step == max_tokens - 1:
+            break  # the live hypotheses stay unfinished
+        index = torch.tensor(keep_rows, device=run.device)
+        state = run.model.select_state(state, index)
+        logits, state = run.model.step(state, torch.tensor(keep_tokens, device=run.device))
+        beams = live
+    out = [(run.vocab.decode(ids), math.exp(s), True) for ids, s in finished]
+    unfinished = [(run.vocab.decode(ids), math.exp(s), False) for ids, s in live]
+    return out + unfinished[: k - len(out)]
+
+
+@torch.no_grad()
+def target_probability(run: LoadedRun, source: list[str], target: list[str]) -> float:
+    """p(target | source), EOS included, by one teacher-forced forward pass."""
+    x, y = run.vocab.encode(source), run.vocab.encode(target)
+    tokens = torch.tensor([x + y], device=run.device)
+    logp = run.model(tokens).float().log_softmax(-1)[0]  # (n+1, V+1)
+    following = y + [run.vocab.eos_id]
+    positions = range(len(x), len(x) + len(y) + 1)  # position t predicts w_{t+1}
+    return math.exp(sum(float(logp[t, w]) for t, w in zip(positions, following)))
+
+
+def decoded(run: LoadedRun, source: list[str], samples: int = 5, seed: int = 123) -> list[dict]:
+    """Greedy and sampled outputs next to the hierarchical and linear targets, with p(y | x)."""
+    from fruit.evaluation import sample_continuations
+
+    ids = run.vocab.encode(source)
+    eos = run.vocab.eos_id
+    greedy = sample_continuations(run.model, [ids], eos_id=eos, num_samples=1, greedy=True)[0][0]
+    sampled = sample_continuations(run.model, [ids], eos_id=eos, num_samples=samples, seed=seed)[0]
+    rows = [("hierarchical target", run.task.target(source))]
+    if source[-1] == run.task.transform_marker:
+        rows.append(("linear target", run.task.linear(source[:-1])))
+    rows.append(("greedy", run.vocab.decode(greedy)))
+    rows += [(f"sample {i + 1}", run.vocab.decode(s)) for i, s in enumerate(sampled)]
+    return [
+        {"kind": kind, "output": " ".join(out), "probability": target_probability(run, source, out)}
+        for kind, out in rows
+    ]
+
+
+# --- stack actions ---------------------------------------------------------------------------
+
+
+@dataclass
+class StackActions:
+    """Per-position action mass of one stack: ``mass[i, t]`` for action ``labels[i]``."""
+
+    name: str  # e.g. "layer 3 (Nd)" or "stack (Sup)"
+    labels: tuple[str, ...]
+    tokens: list[str]  # the position labels (inputs read at each position)
+    mass: torch.Tensor  # (len(labels), positions), each column sums to 1
+
+
+def _stack_kinds(run: LoadedRun) -> list[tuple[str, str]]:
+    from fruit.models import parse_architecture
+
+    spec = parse_architecture(run.config["architecture"])
+    if spec.base == "Tf":
+        return [(f"layer {i + 1} ({k})", k) for i, k in enumerate(spec.layer_kinds) if k]
+    return [(f"stack ({spec.stack})", spec.stack)] if spec.stack else []
+
+
+@torch.no_grad()
+def stack_actions(run: LoadedRun, tokens: list[str]) -> list[StackActions]:
+    """Stack actions over the positions of a string (source, or source + output).
+
+    Transformers act at BOS and every token; stack RNNs after reading each token. Sup gives
+    push / pop / no-op probabilities; Nd's action weights are summed into push / replace /
+    pop mass and normalised per position. Empty for models without a stack.
+    """
+    from fruit.models import DEFAULT_OPTIONS, nd_action_mass
+
+    kinds = _stack_kinds(run)
+    if not kinds:
+        return []
+    ids = torch.tensor([run.vocab.encode(tokens)], device=run.device)
+    _, weights = run.model(ids, return_actions=True)  # [(1, n', A)] per stack
+    opts = {**DEFAULT_OPTIONS, **run.config.get("model_options", {})}
+    out = []
+    for (name, kind), w in zip(kinds, weights):
+        w = w[0].float()  # (n', A)
+        labels_t = ["<bos>", *tokens] if w.size(0) == len(tokens) + 1 else list(tokens)
+        if kind == "Nd":
+            mass = nd_action_mass(w, opts["nd_states"], opts["nd_symbols"], normalize=True)
+            labels = ("push", "replace", "pop")
+        else:
+            mass, labels = w / w.sum(-1, keepdim=True), SUP_ACTIONS
+        out.append(StackActions(name, labels, labels_t, mass.T.cpu()))  # (3, n')
+    return out
+
+
+def stack_action_figure(actions: list[StackActions], title: str = ""):
+    """One heat map per stack: actions (rows) over positions (columns), mass in [0, 1]."""
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    n = max(len(actions), 1)
+    width = max(6.0, 0.35 * max((len(a.tokens) for a in actions), default=10) + 1.5)
+    fig = Figure(figsize=(width, 1.6 * n + 0.6), layout="constrained")
+    axes = fig.subplots(n, 1, squeeze=False)[:, 0]
+    for ax, a in zip(axes, actions):
+        sns.heatmap(
+            a.mass.numpy(),
+            ax=ax,
+            vmin=0,
+            vmax=1,
+            cmap="viridis",
+            xticklabels=a.tokens,
+            yticklabels=a.labels,
+            cbar_kws={"label": "mass"},
+        )
+        ax.set_title(a.name, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=90, labelsize=8)
+        ax.tick_params(axis="y", labelrotation=0)
+    if not actions:
+        axes[0].text(0.5, 0.5, "this architecture has no stack", ha="center", va="center")
+        axes[0].set_axis_off()
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def figure_png(fig, dpi: int = 110) -> bytes:
+    """PNG bytes of a figure (for ``IPython.display.Image`` or a file)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

@@ -1,0 +1,112 @@
+"""Helpers of the explore notebook, on small untrained models (no training needed)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from fruit.errors import FruitError
+from fruit.models import build_model
+from fruit.reporting_explore import (
+    LoadedRun,
+    best_outputs,
+    first_words,
+    stack_action_figure,
+    stack_actions,
+    target_probability,
+)
+from fruit.tasks import Vocabulary, get_task
+
+WORDS = ["quest", "sleeps", "the"]  # a 3-word vocabulary; "quest" is question formation's marker
+
+
+def tiny_run(architecture: str, words=WORDS) -> LoadedRun:
+    torch.manual_seed(0)
+    vocab = Vocabulary.from_examples([(list(words), [])])
+    model = build_model(architecture, vocab_size=vocab.size, d=8, dropout=0.0).eval()
+    config = {
+        "task": "question-formation",
+        "architecture": architecture,
+        "d": 8,
+        "model_options": {"dropout": 0.0},
+    }
+    return LoadedRun(Path("."), config, model, vocab, get_task("question-formation"))
+
+
+@pytest.mark.parametrize("architecture", ["Tf+Sup", "RNN+Nd"])
+def test_beam_search_is_exact_when_wide_enough(architecture):
+    """With a beam wider than every hypothesis, beam search must return exactly the brute-force
+    distribution over outputs of length < max_tokens, and the probabilities of all outputs plus
+    those of the unfinished length-3 prefixes sum to 1."""
+    run = tiny_run(architecture)
+    source = ["the", "sleeps", "quest"]
+    words = run.vocab.decode(list(range(run.vocab.size)))
+    brute = {}
+    for n in range(3):
+        for y in itertools.product(words, repeat=n):
+            brute[y] = target_probability(run, source, list(y))
+    # k = 40 keeps every hypothesis: 2k >= 9 live prefixes x 4 continuations
+    everything = best_outputs(run, source, k=40, max_tokens=3)
+    found = [f for f in everything if f[2]]
+    assert all(len(y) == 3 for y, _, finished in everything if not finished)
+    assert {tuple(y): p for y, p, _ in found}.keys() == brute.keys()
+    for y, p, _ in found:
+        assert math.isclose(p, brute[tuple(y)], rel_tol=1e-4)
+    probs = [p for _, p, _ in found]
+    assert probs == sorted(probs, reverse=True)
+    # mass left for outputs of 3+ tokens = sum over 3-token prefixes of p(prefix)
+    prefixes = torch.tensor(
+        [run.vocab.encode(source + list(y)) for y in itertools.product(words, repeat=3)]
+    )
+    with torch.no_grad():
+        logp = run.model(prefixes).log_softmax(-1)  # (27, 7, V+1); position t predicts w_{t+1}
+    n = len(source)
+    picked = logp[:, n : n + 3].gather(-1, prefixes[:, n:].unsqueeze(-1))  # p(y_1..y_3 | x)
+    longer = float(picked.sum((1, 2)).exp().sum())
+    assert math.isclose(sum(brute.values()) + longer, 1.0, rel_tol=1e-4)
+
+
+def test_first_words_is_a_distribution_that_matches_teacher_forcing():
+    run = tiny_run("Tf+Nd")
+    source = ["the", "sleeps", "quest"]
+    dist = first_words(run, source, k=run.vocab.size + 1)
+    assert math.isclose(sum(p for _, p in dist), 1.0, rel_tol=1e-5)
+    assert "<eos>" in dict(dist)
+    assert math.isclose(dict(dist)["<eos>"], target_probability(run, source, []), rel_tol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "architecture, names, labels, positions",
+    [
+        ("Tf+Sup", ["layer 3 (Sup)"], ("push", "pop", "no-op"), 5),  # BOS + 4 tokens
+        ("Tf+Nd+Nd", ["layer 2 (Nd)", "layer 4 (Nd)"], ("push", "replace", "pop"), 5),
+        ("RNN+Sup+R", ["stack (Sup)"], ("push", "pop", "no-op"), 4),
+        ("LSTM+Nd", ["stack (Nd)"], ("push", "replace", "pop"), 4),
+        ("Tf", [], (), 0),
+    ],
+)
+def test_stack_actions_per_architecture(architecture, names, labels, positions):
+    run = tiny_run(architecture)
+    tokens = ["the", "sleeps", "quest", "the"]
+    actions = stack_actions(run, tokens)
+    assert [a.name for a in actions] == names
+    for a in actions:
+        assert a.labels == labels
+        assert a.mass.shape == (3, positions)
+        assert len(a.tokens) == positions and a.tokens[-1] == "the"
+        assert torch.allclose(a.mass.sum(0), torch.ones(positions), atol=1e-5)
+        assert bool((a.mass >= 0).all())
+    fig = stack_action_figure(actions, title=architecture)
+    assert len(fig.axes) >= max(len(actions), 1)
+
+
+def test_source_adds_the_marker_and_rejects_unknown_words():
+    run = tiny_run("Tf", words=[*WORDS, "decl"])
+    assert run.source("the sleeps") == ["the", "sleeps", "quest"]
+    assert run.source("the sleeps quest") == ["the", "sleeps", "quest"]
+    assert run.source("the sleeps", marker="decl")[-1] == "decl"
+    with pytest.raises(FruitError, match="walrus"):
+        run.source("the walrus sleeps")
