@@ -1,0 +1,35 @@
+"""benchmarks/models.py: batching under the token budget, and skipping without data."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+
+
+def load_benchmark(repo_root):
+    spec = importlib.util.spec_from_file_location(
+        "bench_models", repo_root / "benchmarks" / "models.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_batches_respect_budget(repo_root):
+    bench = load_benchmark(repo_root)
+    rng = random.Random(0)
+    strings = [[0] * rng.randint(1, 40) for _ in range(500)]
+    batches = bench.make_batches(strings, 256)
+    assert sorted(map(len, strings)) == sorted(len(w) for b in batches for w in b)
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(map(len, b)) <= 256
+    # Greedy: adding the next string of the sorted order would break the budget.
+    ordered = sorted(batches, key=lambda b: max(map(len, b)))
+    for b, nxt in zip(ordered, ordered[1:]):
+        assert (len(b) + 1) * len(min(nxt, key=len)) > 256
+
+
+def test_benchmark_skips_without_data(repo_root, tmp_path, capsys):
+    bench = load_benchmark(repo_root)
+    assert bench.main(["--data-dir", str(tmp_path)]) == 0
+    assert "skipped" in capsys.readouterr().out
