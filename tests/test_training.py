@@ -273,8 +273,7 @@ def test_resume_after_sigkill_gives_the_same_metrics(tmp_path, data_dir):
     # resumed run crosses an epoch boundary
     kill_after = 1
     config = tiny_config(data_dir, architecture="Tf", d=16, checkpoint_every=30)
-    whole = run_worker(config, tmp_path / "whole", -1)
-    assert whole.returncode == 0, whole.stderr
+    training.train_run(config, tmp_path / "whole")  # uninterrupted, in this process
     killed = run_worker(config, tmp_path / "killed", kill_after)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "killed" / "metrics.json").exists()
@@ -285,3 +284,56 @@ def test_resume_after_sigkill_gives_the_same_metrics(tmp_path, data_dir):
     b = json.loads((tmp_path / "killed" / "metrics.json").read_text())
     assert without_timing(a) == without_timing(b)
     assert log_without_seconds(tmp_path / "whole") == log_without_seconds(tmp_path / "killed")
+
+
+def test_cli_trains_a_run(tmp_path, capsys):
+    argv = [
+        "train", "--task", "question-formation", "--architecture", "Tf", "--d", "16",
+        "--train-size", "40", "--dev-size", "10", "--test-size", "10", "--gen-size", "10",
+        "--checkpoint-every", "20", "--max-epochs", "1", "--batch-tokens", "128",
+        "--data-dir", str(tmp_path / "data"), "--generate-data",
+        "--output-dir", str(tmp_path / "results"), "--device", "cpu", "--no-progress",
+    ]  # fmt: skip
+    assert cli_main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    run_dir = tmp_path / "results" / "runs" / "smoke" / "question-formation" / "Tf" / "final-0"
+    assert printed == json.loads((run_dir / "metrics.json").read_text())
+    assert json.loads((tmp_path / "data" / "question-formation" / "generated.json").read_text())[
+        "sizes"
+    ] == {"train": 1000, "dev": 10, "test": 10, "gen": 10}
+    # a second call finds the finished run and only prints its metrics
+    assert cli_main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == printed
+
+
+def test_data_errors_name_the_problem(tmp_path, data_dir):
+    with pytest.raises(training.FruitError, match="has 120 examples but this run needs 500"):
+        training.load_data(training.resolve_config(tiny_config(data_dir, train_size=500)))
+    partial = tmp_path / "published" / "question-formation"
+    partial.mkdir(parents=True)
+    (partial / "dev.tsv").write_text("a . decl\ta .\n")
+    config = tiny_config(tmp_path / "published", generate_data=True)
+    with pytest.raises(
+        training.FruitError, match="train.tsv is missing; create it with `fruit data"
+    ):
+        training.load_data(training.resolve_config(config))
+    assert sorted(p.name for p in partial.iterdir()) == ["dev.tsv"]  # never overwritten
+
+
+def test_profile_presets_and_explicit_sizes():
+    c = training.resolve_config(training.RunConfig("passivization", "LSTM", profile="paper"))
+    assert (c.train_size, c.checkpoint_every, c.max_epochs) == (100_000, 80_000, 1000)
+    c = training.resolve_config(
+        training.RunConfig("passivization", "LSTM", profile="paper", phase="search")
+    )
+    assert c.max_epochs == 5
+    assert c.parameter_seed != c.shuffle_seed and c.sampling_seed == 123
+    with pytest.raises(training.FruitError, match="unknown profile 'mine'"):
+        training.resolve_config(training.RunConfig("passivization", "LSTM", profile="mine"))
+    sizes = dict(
+        train_size=1, dev_size=1, test_size=1, gen_size=1, checkpoint_every=1, max_epochs=1
+    )
+    c = training.resolve_config(
+        training.RunConfig("passivization", "LSTM", profile="mine", **sizes)
+    )
+    assert c.profile == "mine"

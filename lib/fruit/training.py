@@ -22,7 +22,8 @@ are written to config.json.
 Missing data: when ``DIR/<task>/`` does not exist (or is empty) and
 ``generate_data`` is true, the run's splits are generated with
 ``get_task(task).generate(seed=data_seed, sizes=...)`` into that folder (at the
-run's sizes, plus gen.linear.tsv); otherwise a one-line error names the
+run's sizes, but at least 1,000 training lines so that train.tsv, which defines the
+vocabulary, holds every type; plus gen.linear.tsv); otherwise a one-line error names the
 ``fruit data`` command. A folder with some files but no train.tsv is never
 overwritten.
 """
@@ -92,6 +93,7 @@ LOG_COLUMNS = (
     "validation_cross_entropy",
     "seconds",
 )
+MIN_GENERATED_TRAIN = 1_000  # generated train.tsv files have at least this many lines
 SPLIT_FIELDS = {"train": "train_size", "dev": "dev_size", "test": "test_size", "gen": "gen_size"}
 
 
@@ -153,11 +155,15 @@ def resolve_config(config: RunConfig) -> RunConfig:
     get_task(config.task)  # FruitError listing the tasks
     if config.architecture not in ARCHITECTURES:
         raise unknown_choice("architecture", config.architecture, ARCHITECTURES)
-    if config.profile not in PROFILES:
-        raise unknown_choice("profile", config.profile, PROFILES)
     if config.phase not in PHASES:
         raise unknown_choice("phase", config.phase, PHASES)
-    preset = PROFILES[config.profile]
+    sized = ("train_size", "dev_size", "test_size", "gen_size", "checkpoint_every", "max_epochs")
+    if config.profile in PROFILES:
+        preset = PROFILES[config.profile]
+    elif all(getattr(config, name) is not None for name in sized):
+        preset = {}  # a profile defined elsewhere (fruit.experiments) that gives every size
+    else:
+        raise unknown_choice("profile", config.profile, PROFILES)
     c = dataclasses.replace(config, model_options=dict(config.model_options))
     for name in ("train_size", "dev_size", "test_size", "gen_size", "checkpoint_every"):
         if getattr(c, name) is None:
@@ -227,6 +233,8 @@ def load_data(config: RunConfig) -> TaskData:
         empty = not folder.is_dir() or not any(folder.iterdir())
         if config.generate_data and empty:
             sizes = {s: int(getattr(config, f)) for s, f in SPLIT_FIELDS.items()}
+            # train.tsv defines the vocabulary: keep it large enough to hold every type
+            sizes["train"] = max(sizes["train"], MIN_GENERATED_TRAIN)
             generate_task_data(folder, task, sizes, config.data_seed)
         elif not root.is_dir():
             raise FruitError(
