@@ -216,3 +216,16 @@ def test_report_writes_every_file_and_png_sizes(tmp_path):
             assert im.convert("L").getextrema()[0] < 128  # something dark was drawn
         assert (figs / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
     assert all(p.exists() for paths in written.values() for p in paths)
+
+
+def test_fruit_report_command(tmp_path, capsys):
+    from fruit.cli import main
+
+    write_fake_results(tmp_path / "runs", "smoke", [QF], ["Tf", "RNN"], runs=1)
+    common = ["--results", str(tmp_path / "runs"), "--out", str(tmp_path / "t")]
+    assert main(["report", *common, "--profile", "smoke", "--no-figures", "--no-paper"]) == 0
+    assert (tmp_path / "t" / "smoke" / f"{QF}.tex").is_file()
+    assert not (tmp_path / "t" / "paper-reported").exists()
+    assert "question formation: 2/15 architectures" in capsys.readouterr().out
+    assert main(["report", *common, "--profile", "quick"]) == 2
+    assert "valid choices: smoke" in capsys.readouterr().err

@@ -106,7 +106,7 @@ def bar_chart_figure(bars_by_task: dict[str, list[dict]], title: str) -> Figure:
     handles = [
         Patch(facecolor=s["fill"], edgecolor=s["edge"], label=s["label"]) for s in STYLE.values()
     ]
-    fig.legend(handles=handles, loc="outside upper right", ncols=2, frameon=False, fontsize=8)
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False, fontsize=8)
     fig.suptitle(title, fontsize=10, x=0.02, ha="left")
     return fig
 
