@@ -203,6 +203,7 @@ def test_report_writes_every_file_and_png_sizes(tmp_path):
     with open(ours / f"{QF}.comparison.csv") as f:
         comp = [r for r in csv.DictReader(f) if r["architecture"] == "Tf" and r["column"] == "test"]
     assert math.isclose(float(comp[0]["difference"]), float(comp[0]["ours_mean"]) - 0.999)
+    assert comp[0]["note"] == "reduced-scale profile: smoke"
     assert len(list((tmp_path / "tables" / "paper-reported").glob("*.tex"))) == 7
 
     figs = tmp_path / "figures"

@@ -286,6 +286,8 @@ def comparison(ours: Table, paper: Table) -> list[dict]:
                     "paper_mean": p.mean,
                     "paper_std": p.std,
                     "difference": diff,
+                    "source": ours.source,
+                    "note": ours.scale_note,
                 }
             )
     return records
