@@ -95,7 +95,7 @@ class StepInputs:
     vector_shift: Tensor  # (B,) detached
 
     @staticmethod
-    def make(action_logits: Tensor, pushed_log: Tensor, Q: int, S: int) -> "StepInputs":
+    def make(action_logits: Tensor, pushed_log: Tensor, Q: int, S: int) -> StepInputs:
         shift = _finite_max(action_logits, -1)
         weights = torch.exp(action_logits - shift[:, None])
         push, replace, pop = split_weights(weights, Q, S)
@@ -117,6 +117,36 @@ def pop_helper(table: Tensor, pop: Tensor, Q: int, S: int) -> tuple[Tensor, Tens
     return column, Hr
 
 
+ROW_BLOCK = 8
+
+
+def pop_contraction(table: Tensor, Hr: Tensor) -> Tensor:
+    """sum_{k,u} G[b, y, i, a, k, u] Hr[b, y, (k, u), r] -> (B, S, t, X, Q).
+
+    G[i -> k] is zero for k <= i, so rows are taken in blocks of ROW_BLOCK and each
+    block is multiplied only by the columns to its right (about half the work).
+    """
+    B, S, t, X, _, Q = table.shape
+    out = table.new_empty(B, S, t, X, Q)
+    for i0 in range(0, t, ROW_BLOCK):
+        i1 = min(i0 + ROW_BLOCK, t)
+        left = table[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
+        out[:, :, i0:i1] = (left @ Hr[:, :, (i0 + 1) * Q :]).view(B, S, i1 - i0, X, Q)
+    return out
+
+
+def pop_contraction_adjoint(table: Tensor, g_out: Tensor) -> Tensor:
+    """Adjoint of pop_contraction w.r.t. Hr: (B, S, t*Q, Q)."""
+    B, S, t, X, _, Q = table.shape
+    g_Hr = table.new_zeros(B, S, t * Q, Q)
+    for i0 in range(0, t, ROW_BLOCK):
+        i1 = min(i0 + ROW_BLOCK, t)
+        left = table[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
+        g = g_out[:, :, i0:i1].reshape(B, S, (i1 - i0) * X, Q)
+        g_Hr[:, :, (i0 + 1) * Q :] += left.transpose(-1, -2) @ g
+    return g_Hr
+
+
 def new_column(table: Tensor, column: Tensor, Hr: Tensor, inputs: StepInputs, Q: int, S: int):
     """Unnormalised column t of the table: (B, S, t, X, Q) as [b, y, i, a, r].
 
@@ -124,7 +154,7 @@ def new_column(table: Tensor, column: Tensor, Hr: Tensor, inputs: StepInputs, Q:
     Row t-1 of `table` is zero, so rows t-1 of the replace and pop terms are zero.
     """
     B, _, t, X, _, _ = table.shape
-    pop = (table.reshape(B, S, t * X, t * Q) @ Hr).view(B, S, t, X, Q)
+    pop = pop_contraction(table, Hr)
     replace = (column @ inputs.replace[:, None]).view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)
     push = inputs.push.view(B, X, Q, S).permute(0, 3, 1, 2)  # (B, S, X, Q)
     return torch.cat([(pop + replace)[:, :, : t - 1], push[:, :, None]], dim=2)
@@ -226,7 +256,7 @@ class DVPDAStack:
     @staticmethod
     def initial(
         bottom_log: Tensor, batch_size: int, num_states: int, num_symbols: int
-    ) -> "DVPDAStack":
+    ) -> DVPDAStack:
         """bottom_log (m,): log of the bottom vector v_0 (e.g. logsigmoid(theta))."""
         Q, S = num_states, num_symbols
         X = Q * S
@@ -237,7 +267,7 @@ class DVPDAStack:
             Q, S, table, phi, alpha0[:, None], psi0[:, None], eta0[:, None], chi0[:, None]
         )
 
-    def step(self, action_logits: Tensor, pushed_log: Tensor) -> "DVPDAStack":
+    def step(self, action_logits: Tensor, pushed_log: Tensor) -> DVPDAStack:
         """action_logits (B, A) flat layout of models.md §6.1; pushed_log (B, m)."""
         Q, S = self.num_states, self.num_symbols
         check_shapes(action_logits, pushed_log, Q, S)
@@ -269,7 +299,7 @@ class DVPDAStack:
         """(B, Q*S*m), layout (state, symbol, component)."""
         return reading_of(self.alpha[:, -1], self.psi[:, -1], self.eta[:, -1], self.chi[:, -1])
 
-    def select(self, index: Tensor) -> "DVPDAStack":
+    def select(self, index: Tensor) -> DVPDAStack:
         pick = lambda x: x.index_select(0, index)  # noqa: E731
         return DVPDAStack(
             self.num_states,

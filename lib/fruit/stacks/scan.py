@@ -1,7 +1,266 @@
-"""Whole-sequence dVPDA readings (placeholder: steps the DVPDAStack)."""
+"""Whole-sequence dVPDA readings: one preallocated table, hand-written backward.
 
-from fruit.stacks.nondeterministic import dvpda_readings_stepwise
+The forward pass runs the step math of `nondeterministic.py` on views of one
+preallocated (B, S, n, X, n, Q) table of scaled inner weights, writing column t in
+place. The backward pass is the reverse loop (the outside algorithm) over the same
+table with an adjoint table of the same size, so memory is O(B n^2 Q^2 S^2) and
+autograd stores nothing per step. All scales are constants (see nondeterministic.py),
+so the hand-written backward is the exact gradient of the readings.
+
+By default the recurrences run in float64 whatever the input dtype: a float32 range
+(e^±87) is too small for the relative magnitudes inside one column of the table when
+logits reach ±50 over hundreds of steps; float64 (e^±708) is not. Readings are cast
+back to the input dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from fruit.stacks.nondeterministic import (
+    StepInputs,
+    _positive,
+    check_shapes,
+    forward_terms,
+    initial_terms,
+    new_column,
+    pop_contraction_adjoint,
+    pop_helper,
+    reading_of,
+)
+
+COMPUTE_DTYPE = torch.float64
 
 
-def dvpda_readings(action_logits, pushed_log, bottom_log, num_states, num_symbols):
-    return dvpda_readings_stepwise(action_logits, pushed_log, bottom_log, num_states, num_symbols)
+def dvpda_readings(
+    action_logits: Tensor,
+    pushed_log: Tensor,
+    bottom_log: Tensor,
+    num_states: int,
+    num_symbols: int,
+    compute_dtype: torch.dtype | None = COMPUTE_DTYPE,
+) -> Tensor:
+    """action_logits (B, n, A) flat layout of models.md §6.1 (weights exp(logit),
+    unnormalised); pushed_log (B, n, m); bottom_log (m,) -> readings (B, n, Q*S*m),
+    reading t after update t, layout (state, symbol, component).
+
+    compute_dtype: dtype of the recurrences (None: the input dtype).
+    """
+    check_shapes(action_logits, pushed_log, num_states, num_symbols)
+    dtype = action_logits.dtype
+    work = compute_dtype or dtype
+    readings = _DVPDAScan.apply(
+        action_logits.to(work), pushed_log.to(work), bottom_log.to(work), num_states, num_symbols
+    )
+    return readings.to(dtype)
+
+
+class _DVPDAScan(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, pushed_log, bottom_log, Q, S):
+        B, n, _ = logits.shape
+        m = pushed_log.size(-1)
+        X = Q * S
+        new = dict(dtype=logits.dtype, device=logits.device)
+        table = torch.zeros(B, S, max(n, 1), X, max(n, 1), Q, **new)
+        alpha = torch.empty(B, n + 1, X, **new)
+        eta = torch.empty(B, n + 1, X, m, **new)
+        psi, chi, phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
+        col_scale, n_alpha, n_eta = (torch.ones(B, n + 1, **new) for _ in range(3))
+        alpha[:, 0], psi[:, 0], eta[:, 0], chi[:, 0] = initial_terms(bottom_log, B, X)
+        readings = torch.empty(B, n, X * m, **new)
+        for t in range(1, n + 1):
+            inputs = StepInputs.make(logits[:, t - 1], pushed_log[:, t - 1], Q, S)
+            view = table[:, :, :t, :, :t, :]
+            column, Hr = pop_helper(view, inputs.pop, Q, S)
+            a_t, psi[:, t], e_t, chi[:, t], consts = forward_terms(
+                alpha[:, :t], psi[:, :t], eta[:, :t], chi[:, :t], phi[:, :t], Hr, inputs, Q, S
+            )
+            alpha[:, t], eta[:, t] = a_t, e_t
+            n_alpha[:, t], n_eta[:, t] = consts[1], consts[4]
+            readings[:, t - 1] = reading_of(a_t, psi[:, t], e_t, chi[:, t])
+            if t < n:  # column n is never read
+                U = new_column(view, column, Hr, inputs, Q, S)  # (B, S, t, X, Q)
+                c = _positive(U.amax((1, 2, 3, 4)))
+                table[:, :, :t, :, t, :] = U / c[:, None, None, None, None]
+                col_scale[:, t] = c
+                phi[:, t] = phi[:, t - 1] + inputs.shift + torch.log(c)
+        ctx.save_for_backward(logits, pushed_log, bottom_log, table, alpha, eta, psi, chi, phi)
+        ctx.scales = col_scale, n_alpha, n_eta
+        ctx.Q, ctx.S = Q, S
+        return readings
+
+    @staticmethod
+    def backward(ctx, g_readings):
+        logits, pushed_log, bottom_log, table, alpha, eta, psi, chi, phi = ctx.saved_tensors
+        scales, Q, S = ctx.scales, ctx.Q, ctx.S
+        B, n, A = logits.shape
+        m = pushed_log.size(-1)
+        X = Q * S
+        # Deferred adjoint of the table (see _column_adjoint): for every step t' that
+        # wrote a column, the adjoint of its unnormalised column, laid out like the
+        # table, and its Hr; plus the adjoint of column t-1 from step t's replace/pop
+        # helper terms.
+        adjoint = _TableAdjoint(table, n, Q, S)
+        g_alpha = torch.zeros_like(alpha)
+        g_eta = torch.zeros_like(eta)
+        g_logits = torch.zeros_like(logits)
+        g_pushed = torch.zeros_like(pushed_log)
+        g_readings = g_readings.reshape(B, n, X, m)
+        for t in range(n, 0, -1):
+            # reading r = s E[t] with s = exp(chi - psi) / sum A[t]
+            a_t, e_t = alpha[:, t], eta[:, t]
+            total = a_t.sum(-1).clamp_min(torch.finfo(a_t.dtype).tiny)
+            s = torch.exp(chi[:, t] - psi[:, t]) / total  # (B,)
+            g_r = g_readings[:, t - 1]
+            g_eta[:, t] += s[:, None, None] * g_r
+            g_alpha[:, t] -= ((s / total) * (g_r * e_t).sum((1, 2)))[:, None]
+            grads = _step_backward(
+                t, n, table, adjoint, alpha, eta, psi, chi, phi, scales,
+                g_alpha, g_eta, logits[:, t - 1], pushed_log[:, t - 1], Q, S,
+            )  # fmt: skip
+            g_logits[:, t - 1], g_pushed[:, t - 1] = grads
+        # eta[0] = 1[q0, bottom] exp(bottom_log - shift)
+        shift = chi[0, 0]
+        g_bottom = (g_eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
+        return g_logits, g_pushed, g_bottom, None, None
+
+
+def _step_backward(
+    t,
+    n,
+    table,
+    adjoint,
+    alpha,
+    eta,
+    psi,
+    chi,
+    phi,
+    scales,
+    g_alpha,
+    g_eta,
+    logits,
+    pushed_log,
+    Q,
+    S,
+):
+    """Adjoint of update t: adds into adjoint / g_alpha / g_eta for times < t and
+    returns the gradients of this step's logits (B, A) and pushed_log (B, m)."""
+    B = logits.size(0)
+    X = Q * S
+    col_scale, n_alphas, n_etas = scales
+    m = pushed_log.size(-1)
+    inputs = StepInputs.make(logits, pushed_log, Q, S)
+    P, R, O, v = inputs.push, inputs.replace, inputs.pop, inputs.vector
+    view = table[:, :, :t, :, :t, :]
+    column, Hr = pop_helper(view, O, Q, S)  # (B, t, X, X), (B, S, t*Q, Q)
+    # Same constants as the forward pass.
+    delta = psi[:, :t] - phi[:, :t]
+    w = torch.exp(delta - delta.amax(-1, keepdim=True))  # (B, t)
+    eps = chi[:, :t] - phi[:, :t]
+    e_push = delta[:, t - 1] + inputs.vector_shift
+    D_eta = torch.maximum(eps.amax(-1), e_push)
+    w_eta = torch.exp(eps - D_eta[:, None])
+    w_push = torch.exp(e_push - D_eta)
+    A_prev = alpha[:, t - 1]  # (B, X)
+    wA = w[:, :, None] * alpha[:, :t]  # (B, t, X)
+    wE = w_eta[:, :, None, None] * eta[:, :t]  # (B, t, X, m)
+    pushed_a = (A_prev[:, None, :] @ P)[:, 0]  # (B, X)
+    n_alpha = n_alphas[:, t]
+    gP = torch.zeros_like(P)
+    gR = torch.zeros_like(R)
+    gO = torch.zeros_like(O)
+    gHr = torch.zeros_like(Hr)
+
+    # ---- alpha[t] = U / n,  U = w[t-1] A[t-1] P + wA[t-1] R + pop_alpha
+    gU = g_alpha[:, t] / n_alpha[:, None]  # (B, X)
+    g_pushed_a = w[:, t - 1, None] * gU
+    g_wA = torch.zeros_like(wA)
+    g_wA[:, t - 1] += (gU[:, None, :] @ R.transpose(1, 2))[:, 0]
+    gR += wA[:, t - 1, :, None] * gU[:, None, :]
+    g_pop = gU.view(B, Q, S).transpose(1, 2)[:, :, None, :]  # (B, S, 1, Q)
+    wA_r = wA.view(B, t, Q, S).permute(0, 3, 1, 2).reshape(B, S, 1, t * Q)
+    g_wA += (g_pop @ Hr.transpose(-1, -2)).view(B, S, t, Q).permute(0, 2, 3, 1).reshape(B, t, X)
+    gHr += wA_r.transpose(-1, -2) @ g_pop
+
+    # ---- eta[t] = V / n_eta,  V = w_push (A[t-1] P) v + R^T wE[t-1] + pop_eta
+    n_eta = n_etas[:, t]
+    gV = g_eta[:, t] / n_eta[:, None, None]  # (B, X, m)
+    g_pushed_a += w_push[:, None] * (gV @ v[:, :, None])[:, :, 0]
+    g_v = w_push[:, None] * (pushed_a[:, None, :] @ gV)[:, 0]  # (B, m)
+    g_wE = torch.zeros_like(wE)
+    g_wE[:, t - 1] += R @ gV
+    gR += wE[:, t - 1] @ gV.transpose(1, 2)
+    g_pop_e = gV.view(B, Q, S, m).permute(0, 2, 3, 1)  # (B, S, m, Q)
+    wE_r = wE.view(B, t, Q, S, m).permute(0, 3, 4, 1, 2).reshape(B, S, m, t * Q)
+    g_wE += (
+        (g_pop_e @ Hr.transpose(-1, -2))
+        .view(B, S, m, t, Q)
+        .permute(0, 3, 4, 1, 2)
+        .reshape(B, t, X, m)
+    )
+    gHr += wE_r.transpose(-1, -2) @ g_pop_e
+
+    # pushed_a = A[t-1] P
+    g_alpha[:, t - 1] += (g_pushed_a[:, None, :] @ P.transpose(1, 2))[:, 0]
+    gP += A_prev[:, :, None] * g_pushed_a[:, None, :]
+    g_alpha[:, :t] += w[:, :, None] * g_wA
+    g_eta[:, :t] += w_eta[:, :, None, None] * g_wE
+
+    # ---- column t of the table (only written when t < n)
+    g_column = torch.zeros_like(column)  # (B, t, X, X) [b, i, a, (s, z)]
+    if t < n:
+        gUc = adjoint.column(t) / col_scale[:, t, None, None, None, None]  # (B,S,t,X,Q)
+        adjoint.record(t, gUc, Hr)
+        gP += gUc[:, :, t - 1].permute(0, 2, 3, 1).reshape(B, X, X)
+        # pop = L @ Hr with L the (B, S, tX, tQ) view of the table
+        gHr += pop_contraction_adjoint(view, gUc)
+        # replace = column @ R, laid out [b, y, i, a, r]
+        g_rep = gUc.permute(0, 2, 3, 4, 1).reshape(B, t, X, X)
+        g_column += g_rep @ R.transpose(1, 2)[:, None]
+        gR += column.reshape(B, t * X, X).transpose(1, 2) @ g_rep.reshape(B, t * X, X)
+    # H = column @ O, Hr[b, y, (k, u), r] = H[b, k, (u, y), r]
+    gH = gHr.view(B, S, t, Q, Q).permute(0, 2, 3, 1, 4).reshape(B, t, X, Q)
+    g_column += gH @ O.transpose(1, 2)[:, None]
+    gO += column.reshape(B, t * X, X).transpose(1, 2) @ gH.reshape(B, t * X, Q)
+    # column [b, i, a, (s, z)] is table[b, z, i, a, t-1, s]
+    adjoint.pending = g_column.view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)  # (B,S,t,X,Q)
+
+    g_weights = torch.cat([gP, gR, gO], dim=2).reshape(B, -1)
+    return g_weights * inputs.weights, g_v * v
+
+
+class _TableAdjoint:
+    """Adjoint of the table's columns without a read-modify-write of an n x n table.
+
+    Column k is the left factor of the pop matmul at every later step t'
+    (U_t' = L_t' @ Hr_t'), so its adjoint is sum_{t' > k+1} gU_t'[i] Hr_t'[k]^T: one
+    matmul over (t', r) when column k is reached in the reverse loop. We store gU_t'
+    in a buffer laid out like the table, GU[b, y, i, a, t', r], and Hr_t' in
+    HR[b, y, t', k, u, r].
+    """
+
+    def __init__(self, table: Tensor, n: int, Q: int, S: int):
+        B, _, N, X, _, _ = table.shape
+        self.n, self.Q, self.S, self.X = n, Q, S, X
+        self.GU = torch.zeros_like(table)  # (B, S, N, X, N, Q)
+        self.HR = table.new_zeros(B, S, N, N, Q, Q)
+        self.pending = None  # adjoint of column t from step t+1: (B, S, t, X, Q)
+
+    def record(self, t: int, gU: Tensor, Hr: Tensor) -> None:
+        B, S, Q = gU.size(0), self.S, self.Q
+        self.GU[:, :, :t, :, t, :] = gU
+        self.HR[:, :, t, :t] = Hr.view(B, S, t, Q, Q)
+
+    def column(self, t: int) -> Tensor:
+        """Complete adjoint of (normalised) column t, (B, S, t, X, Q) as [b, y, i, a, u]."""
+        B = self.GU.size(0)
+        S, Q, X = self.S, self.Q, self.X
+        g = self.pending[:, :, :t] if self.pending is not None else self.GU.new_zeros(B, S, t, X, Q)
+        later = self.n - (t + 2)  # steps t' = t+2 .. n-1 pop column t
+        if later > 0:
+            left = self.GU[:, :, :t, :, t + 2 : self.n, :].reshape(B, S, t * X, later * Q)
+            right = self.HR[:, :, t + 2 : self.n, t].transpose(-1, -2).reshape(B, S, later * Q, Q)
+            g = g + (left @ right).view(B, S, t, X, Q)
+        return g

@@ -60,10 +60,10 @@ class SuperpositionStack:
     elements: Tensor  # (B, h, m), top first; h grows by one per update
 
     @staticmethod
-    def initial(batch_size: int, m: int, dtype=None, device=None) -> "SuperpositionStack":
+    def initial(batch_size: int, m: int, dtype=None, device=None) -> SuperpositionStack:
         return SuperpositionStack(torch.zeros(batch_size, 0, m, dtype=dtype, device=device))
 
-    def step(self, action_probs: Tensor, pushed: Tensor) -> "SuperpositionStack":
+    def step(self, action_probs: Tensor, pushed: Tensor) -> SuperpositionStack:
         """action_probs (B, 3) in the order (push, pop, no-op); pushed (B, m)."""
         height = self.elements.size(1) + 1
         return SuperpositionStack(_update(self.elements, action_probs, pushed, height))
@@ -74,5 +74,5 @@ class SuperpositionStack:
             return self.elements.new_zeros(self.elements.size(0), self.elements.size(2))
         return self.elements[:, 0]
 
-    def select(self, index: Tensor) -> "SuperpositionStack":
+    def select(self, index: Tensor) -> SuperpositionStack:
         return SuperpositionStack(self.elements.index_select(0, index))
