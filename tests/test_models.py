@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
 from fruit.errors import FruitError
 from fruit.models import ARCHITECTURES, build_model, nd_action_mass, num_parameters
 from fruit.models.stack_attention import StackAttention

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import sympy
+
 from fruit.cli import main as fruit_main
 from fruit.errors import FruitError
 from fruit.models import (
