@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from fruit import training
 from fruit.tasks import get_task, write_tsv
 

@@ -13,6 +13,7 @@ import random
 
 import pytest
 import torch
+
 from fruit import evaluation
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from fruit import batching, training
 from fruit.cli import main as cli_main
 
