@@ -38,10 +38,12 @@ def test_paper_profile_is_the_paper():
     assert set(p.tasks) == set(TASKS) and len(p.tasks) == 7
     assert set(p.architectures) == set(ARCHITECTURES) and len(p.architectures) == 15
     assert p.sizes == {"train": 100_000, "dev": 1_000, "test": 10_000, "gen": 10_000}
-    assert p.search_trials == 10 and p.search_max_epochs == 5
+    assert p.search_trials == 10
+    assert all(p.max_epochs("search", a) == 5 for a in p.architectures)
     assert p.batch_tokens_range == (512, 2048)
     assert p.learning_rate_range == (1e-5, 1e-3)
-    assert p.final_runs == 5 and p.final_max_epochs == 1000
+    assert p.final_runs == 5
+    assert all(p.max_epochs("final", a) == 1000 for a in p.architectures)
     assert p.training["checkpoint_every"] == 80_000
     assert not p.reduced
 
@@ -160,3 +162,18 @@ def test_select_best_against_brute_force():
         assert best["index"] == min(
             t["index"] for t in finite if t["best_validation_cross_entropy"] == lowest
         )
+
+
+def test_max_epochs_per_architecture(tmp_path: Path):
+    head = 'tasks = ["passivization"]\narchitectures = ["Tf", "Tf+Nd"]\n[data]\ntrain = 1\ndev = 1\ntest = 1\ngen = 1\n[search]\ntrials = 1\n'
+    path = tmp_path / "p.toml"
+    path.write_text(head + '[final]\nmax_epochs = { default = 6, "Tf+Nd" = 2 }\n')
+    p = load_profile(path)
+    assert p.max_epochs("final", "Tf") == 6 and p.max_epochs("final", "Tf+Nd") == 2
+    assert [s.max_epochs for s in final_specs(p, "passivization", "Tf+Nd", 1e-3, 512)] == [2] * 5
+    path.write_text(head + '[final]\nmax_epochs = { "Tf+Sup" = 2 }\n')
+    with pytest.raises(FruitError, match="unknown key in final.max_epochs 'Tf\\+Sup'"):
+        load_profile(path)
+    path.write_text(head + '[final]\nmax_epochs = { "Tf" = 2 }\n')
+    with pytest.raises(FruitError, match="needs a 'default'"):
+        load_profile(path)

@@ -19,7 +19,7 @@ import json, math, time
 from pathlib import Path
 from fruit.io import atomic_write_json
 
-out = Path(output_dir)
+out = Path(run_dir)
 name = f"{task}/{architecture}/{phase}-{index}"
 failures_file = out / "fake_failures"
 failed = int(failures_file.read_text()) if failures_file.exists() else 0
@@ -68,7 +68,10 @@ dev_size = 1
 test_size = 1
 gen_size = 1
 data_dir = "data"
-output_dir = "."
+output_dir = "results"
+run_dir = "."
+generate_data = True
+threads = None
 device = "auto"
 fake_steps = 2
 fake_step_seconds = 0.0

@@ -66,11 +66,11 @@ class Profile:
     data_seed: int
     sizes: dict[str, int]
     search_trials: int
-    search_max_epochs: int
+    search_max_epochs: dict[str, int]  # architecture (or "default") -> max epochs
     batch_tokens_range: tuple[int, int]
     learning_rate_range: tuple[float, float]
     final_runs: int
-    final_max_epochs: int
+    final_max_epochs: dict[str, int]
     # Fixed setting for the final runs when search_trials == 0.
     final_batch_tokens: int | None
     final_learning_rate: float | None
@@ -79,6 +79,10 @@ class Profile:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def max_epochs(self, phase: str, architecture: str) -> int:
+        table = self.search_max_epochs if phase == "search" else self.final_max_epochs
+        return table.get(architecture, table.get("default"))
 
 
 def profile_names() -> list[str]:
@@ -172,11 +176,11 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         data_seed=data_seed,
         sizes=sizes,
         search_trials=trials,
-        search_max_epochs=_integer(search.get("max_epochs", 5), "search.max_epochs", fail, 1),
+        search_max_epochs=_epochs(search.get("max_epochs", 5), "search", architectures, fail),
         batch_tokens_range=(int(b_range[0]), int(b_range[1])),
         learning_rate_range=(float(lr_range[0]), float(lr_range[1])),
         final_runs=_integer(final.get("runs", 5), "final.runs", fail, minimum=1),
-        final_max_epochs=_integer(final.get("max_epochs", 1000), "final.max_epochs", fail, 1),
+        final_max_epochs=_epochs(final.get("max_epochs", 1000), "final", architectures, fail),
         final_batch_tokens=None
         if fixed_b is None
         else _integer(fixed_b, "final.batch_tokens", fail, 1),
@@ -192,6 +196,19 @@ def _integer(value, what, fail, minimum=None) -> int:
     if minimum is not None and value < minimum:
         raise fail(f"{what} must be at least {minimum}, not {value}")
     return value
+
+
+def _epochs(value, table, architectures, fail) -> dict[str, int]:
+    """``max_epochs = 5`` or, per architecture, ``max_epochs = { default = 5, "Tf+Nd" = 2 }``."""
+    what = f"{table}.max_epochs"
+    if not isinstance(value, dict):
+        return {"default": _integer(value, what, fail, minimum=1)}
+    for key in value:
+        if key != "default" and key not in architectures:
+            raise fail(str(unknown_choice(f"key in {what}", key, ["default", *architectures])))
+    if "default" not in value and not set(architectures) <= set(value):
+        raise fail(f"{what} needs a 'default' or an entry for every architecture")
+    return {k: _integer(v, f"{what}.{k}", fail, minimum=1) for k, v in value.items()}
 
 
 def _names(raw, key, fail, known) -> tuple[str, ...]:
@@ -254,8 +271,11 @@ class RunSpec:
     def folder(self, runs_root: str | Path) -> Path:
         return Path(runs_root) / self.task / self.architecture / f"{self.phase}-{self.index}"
 
-    def parameters(self, profile: Profile, data_dir, output_dir, device: str) -> dict[str, Any]:
-        """The papermill parameters of ``notebooks/train.ipynb`` for this run."""
+    def parameters(
+        self, profile: Profile, *, data_dir, run_dir, results_dir, device: str, threads: int | None
+    ) -> dict[str, Any]:
+        """The papermill parameters of ``notebooks/train.ipynb`` for this run: the
+        profile's ``[training]`` table, the data sizes, then the run's own settings."""
         params = dict(profile.training)
         params.update({f"{split}_size": n for split, n in profile.sizes.items()})
         params.update(
@@ -269,8 +289,11 @@ class RunSpec:
             max_epochs=self.max_epochs,
             profile=self.profile,
             data_dir=str(data_dir),
-            output_dir=str(output_dir),
+            generate_data=False,  # the runner prepared data_dir/<task>/ beforehand
+            run_dir=str(run_dir),
+            output_dir=str(results_dir),
             device=device,
+            threads=threads,
         )
         return params
 
@@ -303,7 +326,7 @@ def search_specs(profile: Profile, task: str, architecture: str) -> list[RunSpec
                 seed=derive_seed(profile.seed, task, architecture, "search", trial),
                 learning_rate=learning_rate,
                 batch_tokens=batch_tokens,
-                max_epochs=profile.search_max_epochs,
+                max_epochs=profile.max_epochs("search", architecture),
                 draw_seed=draw_seed,
             )
         )
@@ -323,7 +346,7 @@ def final_specs(
             seed=derive_seed(profile.seed, task, architecture, "final", i),
             learning_rate=learning_rate,
             batch_tokens=batch_tokens,
-            max_epochs=profile.final_max_epochs,
+            max_epochs=profile.max_epochs("final", architecture),
         )
         for i in range(profile.final_runs)
     ]

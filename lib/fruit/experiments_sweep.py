@@ -20,6 +20,7 @@ of the time remaining.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from collections import defaultdict
@@ -39,7 +40,13 @@ from fruit.experiments import (
     search_specs,
     select_best,
 )
-from fruit.experiments_worker import EXECUTED_NOTEBOOK, execute_run, prepare_task_data
+from fruit.experiments_worker import (
+    EXECUTED_NOTEBOOK,
+    RunFailed,
+    execute_report,
+    execute_run,
+    prepare_task_data,
+)
 from fruit.io import atomic_write_json
 
 REPORT_NOTEBOOKS = ("tables", "figures")
@@ -134,6 +141,16 @@ class Progress:
             self.stream.write("\n")
 
 
+def _write_if_changed(path: Path, record: dict) -> None:
+    """Write a JSON record unless the file already holds it (a rerun touches nothing)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")) == json.loads(json.dumps(record)):
+            return
+    except (FileNotFoundError, json.JSONDecodeError):
+        pass
+    atomic_write_json(path, record)
+
+
 def _clock(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -189,7 +206,12 @@ class Sweep:
 
     def _submit(self, spec: RunSpec, attempt: int):
         params = spec.parameters(
-            self.profile, self.data_dir, spec.folder(self.runs_root), self.device
+            self.profile,
+            data_dir=self.data_dir,
+            run_dir=spec.folder(self.runs_root),
+            results_dir=self.results_dir,
+            device=self.device,
+            threads=self.cluster.threads,
         )
         return self.client.submit(
             execute_run,
@@ -273,7 +295,7 @@ class Sweep:
                     )
                     return
                 lr, b = best["learning_rate"], best["batch_tokens"]
-                atomic_write_json(
+                _write_if_changed(
                     self.runs_root / task / arch / "selection.json",
                     {
                         "criterion": "lowest best_validation_cross_entropy among search trials",
@@ -395,14 +417,11 @@ class Sweep:
     # -- reports ----------------------------------------------------------------
 
     def run_reports(self) -> list[Path]:
-        """Execute tables.ipynb and figures.ipynb (next to the train notebook)."""
-        import papermill
-        from papermill.exceptions import PapermillExecutionError
-
-        made = []
+        """Execute tables.ipynb and figures.ipynb (next to the train notebook), in parallel
+        on the cluster; their executed copies go to ``results/notebooks/<profile>/``."""
         executed_dir = self.results_dir / "notebooks" / self.profile.name
-        executed_dir.mkdir(parents=True, exist_ok=True)
         outputs = {"tables": self.tables_dir, "figures": self.figures_dir}
+        futures = {}
         for name in REPORT_NOTEBOOKS:
             source = self.notebook.parent / f"{name}.ipynb"
             if not source.is_file():
@@ -412,21 +431,26 @@ class Sweep:
                 )
             executed = executed_dir / f"{name}.ipynb"
             self.say(f"executing {source.name} -> {executed}")
+            parameters = {
+                "results_dir": str(self.results_dir),
+                "profile": self.profile.name,
+                "output_dir": str(outputs[name]),
+            }
+            futures[name] = self.client.submit(
+                execute_report,
+                str(source),
+                str(executed),
+                parameters,
+                key=f"report-{self.profile.name}-{name}",
+                pure=False,
+                resources=self.cluster.resources,
+            )
+        made = []
+        for future in futures.values():
             try:
-                papermill.execute_notebook(
-                    str(source),
-                    str(executed),
-                    parameters={
-                        "results_dir": str(self.results_dir),
-                        "profile": self.profile.name,
-                        "output_dir": str(outputs[name]),
-                    },
-                    progress_bar=False,
-                    cwd=str(source.parent),
-                )
-            except PapermillExecutionError as e:
-                raise FruitError(
-                    f"{name} notebook failed: {e.ename}: {e.evalue} (see {executed})"
-                ) from None
-            made.append(executed)
+                made.append(Path(future.result()))
+            except RunFailed as e:
+                raise FruitError(str(e)) from None
+        for name in REPORT_NOTEBOOKS:
+            self.say(f"{name}: {outputs[name] / self.profile.name}")
         return made

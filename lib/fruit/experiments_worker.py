@@ -19,6 +19,9 @@ from fruit.experiments import SPLITS, read_metrics
 
 RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
+# The kernel's own chatter (e.g. "running over TCP without encryption" on every start)
+# would drown the progress display; the notebooks' outputs are unaffected.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -137,7 +140,7 @@ def execute_run(
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    folder = Path(parameters["output_dir"])
+    folder = Path(parameters["run_dir"])
     folder.mkdir(parents=True, exist_ok=True)
     done = read_metrics(folder)
     if done is not None:  # finished meanwhile, e.g. by an attempt Dask thought was lost
@@ -162,7 +165,12 @@ def execute_run(
     os.environ.update(_kernel_environment(threads, parameters.get("device", "auto")))
     try:
         papermill.execute_notebook(
-            notebook, str(executed), parameters=parameters, progress_bar=False, cwd=str(folder)
+            notebook,
+            str(executed),
+            parameters=parameters,
+            progress_bar=False,
+            extra_arguments=KERNEL_ARGUMENTS,
+            cwd=str(folder),
         )
     except PapermillExecutionError as e:
         log_line(folder, f"attempt {attempt} failed: {e.ename}: {e.evalue}")
@@ -179,3 +187,26 @@ def execute_run(
         raise RunFailed(f"{name}: the notebook finished without writing metrics.json ({executed})")
     log_line(folder, f"attempt {attempt} finished: status {metrics.get('status')}")
     return metrics
+
+
+def execute_report(source: str, executed: str, parameters: dict[str, Any]) -> str:
+    """Execute a reporting notebook (tables, figures); returns the executed copy's path."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    Path(executed).parent.mkdir(parents=True, exist_ok=True)
+    name = Path(source).stem
+    try:
+        papermill.execute_notebook(
+            source,
+            executed,
+            parameters=parameters,
+            progress_bar=False,
+            extra_arguments=KERNEL_ARGUMENTS,
+            cwd=str(Path(source).parent),
+        )
+    except PapermillExecutionError as e:
+        raise RunFailed(
+            f"the {name} notebook failed: {e.ename}: {e.evalue} (see {executed})"
+        ) from None
+    return executed

@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"  {s.name}: seed {s.seed}, B {s.batch_tokens}, lr {s.learning_rate:.3g}")
         print(
             f"{n_groups * profile.search_trials} search runs + {n_groups * profile.final_runs} "
-            f"final runs (max {profile.search_max_epochs} / {profile.final_max_epochs} epochs)"
+            f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
         return 0
 
