@@ -128,10 +128,14 @@ def pop_contraction(table: Tensor, Hr: Tensor) -> Tensor:
     """
     B, S, t, X, _, Q = table.shape
     out = table.new_empty(B, S, t, X, Q)
+    Hr_t = Hr.transpose(-1, -2).contiguous()
     for i0 in range(0, t, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, t)
         left = table[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
-        out[:, :, i0:i1] = (left @ Hr[:, :, (i0 + 1) * Q :]).view(B, S, i1 - i0, X, Q)
+        right_t = Hr_t[:, :, :, (i0 + 1) * Q :]  # (B, S, Q, (t - i0 - 1) Q)
+        out[:, :, i0:i1] = (
+            (right_t @ left.transpose(-1, -2)).view(B, S, Q, i1 - i0, X).permute(0, 1, 3, 4, 2)
+        )
     return out
 
 
@@ -143,7 +147,8 @@ def pop_contraction_adjoint(table: Tensor, g_out: Tensor) -> Tensor:
         i1 = min(i0 + ROW_BLOCK, t)
         left = table[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
         g = g_out[:, :, i0:i1].reshape(B, S, (i1 - i0) * X, Q)
-        g_Hr[:, :, (i0 + 1) * Q :] += left.transpose(-1, -2) @ g
+        # (g^T L)^T: BLAS streams the table rows instead of a transposed walk.
+        g_Hr[:, :, (i0 + 1) * Q :] += (g.transpose(-1, -2) @ left).transpose(-1, -2)
     return g_Hr
 
 
