@@ -269,3 +269,61 @@ def test_prompt_batches_respect_budget_and_equal_lengths():
     for b in batches:
         assert len({len(prompts[i]) for i in b}) == 1
         assert len(b) * len(prompts[b[0]]) <= 512
+
+
+class MoreEos(torch.nn.Module):
+    """A real model whose EOS logit is raised right after tokens 0 and 1, so that greedy
+    outputs end at different steps."""
+
+    def __init__(self, inner, boost=5.0):
+        super().__init__()
+        self.inner, self.boost = inner, boost
+
+    def _more(self, logits, previous):  # previous: the last token read, -1 for none
+        raise_eos = (previous == 0) | (previous == 1)
+        eos = logits[..., -1:] + self.boost * raise_eos.unsqueeze(-1)
+        return torch.cat([logits[..., :-1], eos], -1)
+
+    def forward(self, tokens):  # (B, n) -> (B, n+1, V+1); position t has read w_1..w_t
+        previous = torch.cat([torch.full_like(tokens[:, :1], -1), tokens], 1)
+        return self._more(self.inner(tokens), previous)
+
+    def start(self, batch_size):
+        logits, state = self.inner.start(batch_size)
+        return self._more(logits, torch.full((batch_size,), -1)), state
+
+    def step(self, state, tokens):
+        logits, state = self.inner.step(state, tokens)
+        return self._more(logits, tokens), state
+
+    def select_state(self, state, index):
+        return self.inner.select_state(state, index)
+
+
+@pytest.mark.parametrize("architecture, d", [("Tf+Nd", 8), ("LSTM+Sup+R", 10), ("RNN+Nd", 10)])
+def test_incremental_greedy_decoding_matches_full_forward_passes(architecture, d):
+    """The decoder (start/step/select_state, rows finishing at different times) against
+    brute force: re-running the whole-sequence forward pass after every token."""
+    from fruit.models import build_model
+
+    torch.manual_seed(0)
+    vocab_size = 6
+    model = MoreEos(build_model(architecture, vocab_size=vocab_size, d=d)).eval()
+    rng = random.Random(1)
+    prompts = [[rng.randrange(vocab_size) for _ in range(rng.choice([3, 5]))] for _ in range(12)]
+    max_tokens = 8
+    got = evaluation.sample_continuations(
+        model, prompts, eos_id=vocab_size, num_samples=1, max_tokens=max_tokens, greedy=True
+    )
+    lengths = set()
+    for prompt, (output,) in zip(prompts, got):
+        expected = []
+        with torch.no_grad():
+            while len(expected) < max_tokens:
+                token = model(torch.tensor([prompt + expected]))[0, -1].argmax().item()
+                if token == vocab_size:
+                    break
+                expected.append(token)
+        assert output == expected
+        lengths.add(len(output))
+    assert len(lengths) > 1, lengths  # rows finished at different steps
