@@ -368,6 +368,7 @@ class Run:
     def config_record(self) -> dict:
         record = dataclasses.asdict(self.config)
         record.update(
+            trial=self.config.index,  # contracts.md §4 calls the index "trial" here
             device=str(self.device),
             d=getattr(self.model, "d", None),
             num_parameters=self.num_parameters,
