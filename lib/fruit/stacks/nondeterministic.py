@@ -257,27 +257,38 @@ class DVPDAStack:
     psi: Tensor  # (B, N)
     eta: Tensor  # (B, N, X, m)
     chi: Tensor  # (B, N)
+    dtype: torch.dtype  # of the readings (the inputs' dtype)
 
     @staticmethod
     def initial(
-        bottom_log: Tensor, batch_size: int, num_states: int, num_symbols: int
+        bottom_log: Tensor,
+        batch_size: int,
+        num_states: int,
+        num_symbols: int,
+        compute_dtype: torch.dtype | None = torch.float64,
     ) -> DVPDAStack:
-        """bottom_log (m,): log of the bottom vector v_0 (e.g. logsigmoid(theta))."""
+        """bottom_log (m,): log of the bottom vector v_0 (e.g. logsigmoid(theta)).
+
+        compute_dtype: dtype of the recurrences (None: bottom_log's dtype); float64 by
+        default, as in `dvpda_readings`, for range and so that both APIs agree.
+        """
         Q, S = num_states, num_symbols
         X = Q * S
+        dtype = bottom_log.dtype
+        bottom_log = bottom_log.to(compute_dtype or dtype)
         alpha0, psi0, eta0, chi0 = initial_terms(bottom_log, batch_size, X)
         table = bottom_log.new_zeros(batch_size, S, 1, X, 1, Q)
         phi = bottom_log.new_zeros(batch_size, 1)
         return DVPDAStack(
-            Q, S, table, phi, alpha0[:, None], psi0[:, None], eta0[:, None], chi0[:, None]
+            Q, S, table, phi, alpha0[:, None], psi0[:, None], eta0[:, None], chi0[:, None], dtype
         )
 
     def step(self, action_logits: Tensor, pushed_log: Tensor) -> DVPDAStack:
         """action_logits (B, A) flat layout of models.md §6.1; pushed_log (B, m)."""
         Q, S = self.num_states, self.num_symbols
         check_shapes(action_logits, pushed_log, Q, S)
-        inputs = StepInputs.make(action_logits, pushed_log, Q, S)
         table = self.table
+        inputs = StepInputs.make(action_logits.to(table.dtype), pushed_log.to(table.dtype), Q, S)
         B, _, t, X, _, _ = table.shape
         column, Hr = pop_helper(table, inputs.pop, Q, S)
         U = new_column(table, column, Hr, inputs, Q, S)  # (B, S, t, X, Q)
@@ -298,11 +309,13 @@ class DVPDAStack:
             torch.cat([self.psi, psi_t[:, None]], 1),
             torch.cat([self.eta, eta_t[:, None]], 1),
             torch.cat([self.chi, chi_t[:, None]], 1),
+            self.dtype,
         )
 
     def reading(self) -> Tensor:
         """(B, Q*S*m), layout (state, symbol, component)."""
-        return reading_of(self.alpha[:, -1], self.psi[:, -1], self.eta[:, -1], self.chi[:, -1])
+        r = reading_of(self.alpha[:, -1], self.psi[:, -1], self.eta[:, -1], self.chi[:, -1])
+        return r.to(self.dtype)
 
     def select(self, index: Tensor) -> DVPDAStack:
         pick = lambda x: x.index_select(0, index)  # noqa: E731
@@ -315,6 +328,7 @@ class DVPDAStack:
             pick(self.psi),
             pick(self.eta),
             pick(self.chi),
+            self.dtype,
         )
 
 
