@@ -171,8 +171,10 @@ def test_max_epochs_per_architecture(tmp_path: Path):
     p = load_profile(path)
     assert p.max_epochs("final", "Tf") == 6 and p.max_epochs("final", "Tf+Nd") == 2
     assert [s.max_epochs for s in final_specs(p, "passivization", "Tf+Nd", 1e-3, 512)] == [2] * 5
-    path.write_text(head + '[final]\nmax_epochs = { "Tf+Sup" = 2 }\n')
-    with pytest.raises(FruitError, match="unknown key in final.max_epochs 'Tf\\+Sup'"):
+    path.write_text(head + '[final]\nmax_epochs = { default = 2, "Tf+Sup" = 3 }\n')
+    assert load_profile(path).max_epochs("final", "Tf") == 2  # Tf+Sup: not in this profile
+    path.write_text(head + '[final]\nmax_epochs = { "Tf+Foo" = 2 }\n')
+    with pytest.raises(FruitError, match="unknown key in final.max_epochs 'Tf\\+Foo'"):
         load_profile(path)
     path.write_text(head + '[final]\nmax_epochs = { "Tf" = 2 }\n')
     with pytest.raises(FruitError, match="needs a 'default'"):

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fruit.experiments import load_profile
 from test_experiments_cluster import dask_processes, fruit_run
+
+from fruit.experiments import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"
@@ -103,3 +104,93 @@ def test_smoke_through_a_dask_scheduler_gives_the_same_metrics(local_smoke, tmp_
         home / "data/smoke/question-formation/train.tsv"
     ).read_text()
     assert _metrics(tmp_path / "results") == _metrics(home / "results")
+
+
+# A longer run than smoke's, so that a worker can be killed in the middle of it. It is
+# named "smoke" because the train notebook's size presets know only the shipped names.
+LONGER = """
+name = "smoke"
+seed = 5
+tasks = ["question-formation"]
+architectures = ["Tf"]
+[data]
+train = 2000
+dev = 40
+test = 40
+gen = 40
+[search]
+trials = 0
+[final]
+runs = 1
+max_epochs = 3
+batch_tokens = 512
+learning_rate = 1e-3
+[training]
+checkpoint_every = 200
+"""
+
+
+@pytest.mark.slow
+def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import nbformat
+    import psutil
+
+    if not NOTEBOOK.is_file():
+        pytest.skip("notebooks/train.ipynb is not there yet")
+    (tmp_path / "longer.toml").write_text(LONGER)
+    common = ["--profile", str(tmp_path / "longer.toml"), "--device", "cpu", "--notebook", str(NOTEBOOK),
+              "--data-dir", str(tmp_path / "data"), "--skip-reports"]  # fmt: skip
+    # the same run, never interrupted
+    calm = fruit_run(*common, "--workers", "1", "--results", str(tmp_path / "calm"), timeout=900)
+    assert calm.returncode == 0, calm.stdout + calm.stderr
+
+    results = tmp_path / "results"
+    victim = results / "runs/smoke/question-formation/Tf/final-0"
+    with dask_processes(tmp_path) as address:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "fruit", "run", *common, "--results", str(results), "--scheduler", address],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 300
+            while not (victim / "checkpoint.pt").is_file():
+                assert time.monotonic() < deadline and sweep.poll() is None, (
+                    "run never checkpointed"
+                )
+                time.sleep(0.1)
+            worker_pid = int(
+                (victim / "runner.log").read_text().split("worker pid ")[1].split(")")[0]
+            )
+            kernels = psutil.Process(worker_pid).children(recursive=True)
+            os.kill(worker_pid, signal.SIGKILL)
+            _, alive = psutil.wait_procs(kernels, timeout=15)
+            assert not alive, f"kernel processes outlived their worker: {alive}"
+            assert not (victim / "metrics.json").exists(), "killed too late: the run had finished"
+            out, _ = sweep.communicate(timeout=600)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+                sweep.wait()
+    assert sweep.returncode == 0, out
+    log = (victim / "runner.log").read_text()
+    assert "no checkpoint, starting fresh" in log and "resuming from checkpoint.pt" in log
+    resumed = nbformat.read(victim / "train.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for c in resumed.cells for o in c.get("outputs", []))
+    assert "(resuming)" in text  # the notebook's own account: it picked up the checkpoint
+    # nothing lost or corrupted: the resumed run ends exactly like the uninterrupted one
+    m = json.loads((victim / "metrics.json").read_text())
+    c = json.loads(
+        (tmp_path / "calm/runs/smoke/question-formation/Tf/final-0/metrics.json").read_text()
+    )
+    m.pop("train_seconds"), c.pop("train_seconds")
+    assert m == c
+    import csv
+
+    rows = list(csv.DictReader(open(victim / "log.csv")))
+    seen = [int(r["examples_seen"]) for r in rows]
+    assert seen == sorted(set(seen)) and len(rows) >= 3

@@ -9,15 +9,16 @@ import math
 from pathlib import Path
 
 import pytest
-from fruit.experiments import load_profile
-from fruit.experiments_cluster import local_cluster
-from fruit.experiments_sweep import Sweep
 from test_experiments_support import (
     fake_ce,
     fake_profile_toml,
     write_fake_data,
     write_fake_notebook,
 )
+
+from fruit.experiments import load_profile
+from fruit.experiments_cluster import local_cluster
+from fruit.experiments_sweep import Sweep
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +54,12 @@ def _profile(tmp_path, **kwargs):
 def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
-    profile = _profile(tmp_path, trials=3, runs=2)
+    profile = _profile(tmp_path, trials=3, runs=1)
 
     result, out = _sweep(tmp_path, cluster, profile)
     assert result.ok, out
-    assert result.total == 2 * (3 + 2) and result.trained == 10 and result.found_complete == 0
-    assert "done 10 / running 0 / failed 0 / left 0 of 10" in out
+    assert result.total == 2 * (3 + 1) and result.trained == 8 and result.found_complete == 0
+    assert "done 8 / running 0 / failed 0 / left 0 of 8" in out
 
     runs = tmp_path / "results" / "runs" / "fake" / "question-formation"
     for arch in ("Tf", "Tf+Sup"):
@@ -75,14 +76,13 @@ def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
             search, key=lambda m: fake_ce(m["learning_rate"], m["batch_tokens"], m["seed"])
         )
         finals = [
-            json.loads((runs / arch / f"final-{i}" / "metrics.json").read_text()) for i in range(2)
+            json.loads((runs / arch / f"final-{i}" / "metrics.json").read_text()) for i in range(1)
         ]
         for m in finals:
             assert m["learning_rate"] == winner["learning_rate"]
             assert m["batch_tokens"] == winner["batch_tokens"]
             assert m["phase"] == "final" and m["steps_run"] == 2
-        assert finals[0]["seed"] != finals[1]["seed"]
-        assert len({m["seed"] for m in search + finals}) == 5
+        assert len({m["seed"] for m in search + finals}) == 4
         selection = json.loads((runs / arch / "selection.json").read_text())
         assert selection["winner"] == winner["index"]
         assert (runs / arch / "final-0" / "train.ipynb").is_file()  # the executed notebook
@@ -90,7 +90,7 @@ def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
     assert len(plan["search"]) == 6
 
     again, out = _sweep(tmp_path, cluster, profile)
-    assert again.ok and again.trained == 0 and again.found_complete == 10, out
+    assert again.ok and again.trained == 0 and again.found_complete == 8, out
 
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
@@ -100,21 +100,22 @@ def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     profile = _profile(tmp_path, trials=2, runs=1, extra=f"fake_fail = {fail}")
 
     result, out = _sweep(tmp_path, cluster, profile, retries=1)
-    assert not result.ok
+    assert not result.ok, out
     # Tf: search-1 failed once, its retry succeeded; finals ran.
     runs = tmp_path / "results" / "runs" / "fake" / "question-formation"
-    assert (runs / "Tf" / "search-1" / "metrics.json").is_file()
-    assert (runs / "Tf" / "final-0" / "metrics.json").is_file()
+    assert (runs / "Tf" / "search-1" / "metrics.json").is_file(), out
+    assert (runs / "Tf" / "final-0" / "metrics.json").is_file(), out
     assert "retrying question-formation/Tf/search-1 (attempt 2)" in out
     assert (runs / "Tf" / "search-1" / "train.attempt-1.ipynb").is_file()  # failed attempt kept
     # Tf+Sup: search-0 failed twice (1 retry) -> reported by name with its notebook;
     # its sibling trial still ran; no final runs for that pair.
+    assert len(result.failures) == 1, out
     [failure] = result.failures
-    assert failure.name == "question-formation/Tf+Sup/search-0"
-    assert "fake failure 2" in failure.message
+    assert failure.name == "question-formation/Tf+Sup/search-0", out
+    assert "fake failure" in failure.message, out
     assert failure.notebook == runs / "Tf+Sup" / "search-0" / "train.ipynb"
-    assert failure.notebook.is_file()
-    assert (runs / "Tf+Sup" / "search-1" / "metrics.json").is_file()
-    assert not (runs / "Tf+Sup" / "final-0").exists()
+    assert failure.notebook.is_file(), out
+    assert (runs / "Tf+Sup" / "search-1" / "metrics.json").is_file(), out
+    assert not (runs / "Tf+Sup" / "final-0").exists(), out
     assert result.skipped_groups == ["question-formation/Tf+Sup"]
     assert "FAILED question-formation/Tf+Sup/search-0" in out and str(failure.notebook) in out

@@ -203,9 +203,10 @@ def _epochs(value, table, architectures, fail) -> dict[str, int]:
     what = f"{table}.max_epochs"
     if not isinstance(value, dict):
         return {"default": _integer(value, what, fail, minimum=1)}
+    known = _known_architectures() or set(architectures)  # other architectures: harmless
     for key in value:
-        if key != "default" and key not in architectures:
-            raise fail(str(unknown_choice(f"key in {what}", key, ["default", *architectures])))
+        if key != "default" and key not in known:
+            raise fail(str(unknown_choice(f"key in {what}", key, ["default", *known])))
     if "default" not in value and not set(architectures) <= set(value):
         raise fail(f"{what} needs a 'default' or an entry for every architecture")
     return {k: _integer(v, f"{what}.{k}", fail, minimum=1) for k, v in value.items()}

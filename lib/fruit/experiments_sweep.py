@@ -87,29 +87,29 @@ class Progress:
     def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
         self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
         self.done = self.failed = self.running = 0
-        self.durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.durations: dict[str, list[float]] = defaultdict(list)  # seconds per epoch
         self.start = time.monotonic()
         self._last_line = ""
         self._last_print = 0.0
         self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
 
     def finished(self, spec: RunSpec, seconds: float) -> None:
-        self.durations[(spec.architecture, spec.phase)].append(seconds)
+        self.durations[spec.architecture].append(seconds / spec.max_epochs)
 
     def estimate(self, left: list[RunSpec]) -> float | None:
+        """Seconds until the runs ``left`` are done: each at its architecture's measured
+        seconds per epoch times its maximum epochs (an upper bound: early stopping),
+        spread over the cluster's run slots."""
         if not left:
             return 0.0
-        everything = [d for ds in self.durations.values() for d in ds]
+        everything = [r for rates in self.durations.values() for r in rates]
         if not everything:
             return None
         overall = sum(everything) / len(everything)
-        by_phase = defaultdict(list)
-        for (_, phase), ds in self.durations.items():
-            by_phase[phase] += ds
         work = 0.0
         for s in left:
-            ds = self.durations.get((s.architecture, s.phase)) or by_phase.get(s.phase)
-            work += sum(ds) / len(ds) if ds else overall
+            rates = self.durations.get(s.architecture)
+            work += (sum(rates) / len(rates) if rates else overall) * s.max_epochs
         return work / self.slots
 
     def show(self, left: list[RunSpec], force: bool = False) -> None:
@@ -119,7 +119,7 @@ class Progress:
         remaining = "?" if eta is None else _clock(eta)
         line = (
             f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "
-            f"/ left {self.total - self.done - self.failed} of {self.total}"
+            f"/ left {self.total - self.done - self.failed - self.running} of {self.total}"
             f" | elapsed {_clock(time.monotonic() - self.start)} | remaining ~{remaining}"
         )
         now = time.monotonic()
