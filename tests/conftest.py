@@ -52,6 +52,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _few_threads():
-    # Keep tests predictable on small shared machines.
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    # One thread: predictable and fast on small or shared machines (oversubscribed
+    # threads slowed runs 5x in measurements here).
+    torch.set_num_threads(1)
     yield
