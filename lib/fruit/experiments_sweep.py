@@ -328,6 +328,7 @@ class Sweep:
         def search_closed(group) -> bool:
             return len(search_done[group]) + search_failed[group] == len(search[group])
 
+        unfinished = []
         for group, specs in search.items():
             for spec in specs:
                 metrics = self._finished(spec)
@@ -336,7 +337,12 @@ class Sweep:
                     result.found_complete += 1
                     progress.done += 1
                 else:
-                    launch(spec)
+                    unfinished.append(spec)
+        # Costliest first: idle workers take runs as soon as they are submitted, so the
+        # submission order (not only the Dask priority) decides what starts first.
+        for spec in sorted(unfinished, key=_cost, reverse=True):
+            launch(spec)
+        for group in search:
             if search_closed(group):
                 start_finals(group)
 
