@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from fruit.errors import FruitError
 from fruit.experiments import (
     derive_seed,
@@ -179,3 +180,26 @@ def test_max_epochs_per_architecture(tmp_path: Path):
     path.write_text(head + '[final]\nmax_epochs = { "Tf" = 2 }\n')
     with pytest.raises(FruitError, match="needs a 'default'"):
         load_profile(path)
+
+
+def test_progress_estimate_and_line():
+    import io
+
+    from fruit.experiments_sweep import Progress
+
+    p = load_profile("paper")
+    tf_search = search_specs(p, "passivization", "Tf")
+    nd_final = final_specs(p, "passivization", "Tf+Nd", 1e-4, 1000)
+    stream = io.StringIO()
+    progress = Progress(total=20, slots=2, stream=stream, label="paper")
+    assert progress.estimate(tf_search) is None  # nothing measured yet
+    progress.finished(tf_search[0], 50.0)  # 5 epochs in 50 s: 10 s per epoch
+    progress.done, progress.running, progress.failed = 3, 2, 1
+    # 9 search runs of Tf at 5 epochs x 10 s, over 2 slots
+    assert progress.estimate(tf_search[1:]) == 9 * 50 / 2
+    # an unmeasured architecture falls back to the mean rate, times its max epochs
+    assert progress.estimate(nd_final[:1]) == 10 * 1000 / 2
+    progress.show(tf_search[1:], force=True)
+    assert stream.getvalue() == (
+        "[paper] done 3 / running 2 / failed 1 / left 14 of 20 | elapsed 0:00:00 | remaining ~0:03:45\n"
+    )

@@ -16,8 +16,9 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from fruit.experiments_cluster import jobqueue_cluster
 from test_experiments_support import fake_profile_toml, write_fake_data, write_fake_notebook
+
+from fruit.experiments_cluster import jobqueue_cluster
 
 BIN = Path(sys.executable).parent
 
