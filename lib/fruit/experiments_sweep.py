@@ -273,10 +273,15 @@ class Sweep:
         result.total = sum(len(s) for s in search.values()) + len(search) * profile.final_runs
 
         progress = Progress(result.total, self.cluster.slots(), self.stream, profile.name)
-        pending: dict[Any, tuple[RunSpec, int, float]] = {}  # future -> (spec, attempt, t0)
+        pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
 
         def launch(spec: RunSpec, attempt: int = 1) -> None:
-            pending[self._submit(spec, attempt)] = (spec, attempt, time.monotonic())
+            pending[self._submit(spec, attempt)] = (spec, attempt)
+
+        def skip(group) -> None:
+            result.skipped_groups.append("/".join(group))
+            result.total -= profile.final_runs
+            progress.total -= profile.final_runs
 
         def start_finals(group) -> None:
             task, arch = group
@@ -284,12 +289,12 @@ class Sweep:
                 lr, b = profile.final_learning_rate, profile.final_batch_tokens
             else:
                 if search_failed[group]:
-                    result.skipped_groups.append(f"{task}/{arch}")
+                    skip(group)
                     self.say(f"final runs of {task}/{arch} skipped: search trials failed")
                     return
                 best = select_best(search_done[group])
                 if best is None:
-                    result.skipped_groups.append(f"{task}/{arch}")
+                    skip(group)
                     self.say(
                         f"final runs of {task}/{arch} skipped: no trial has a finite validation cross-entropy"
                     )
@@ -354,13 +359,14 @@ class Sweep:
                 time.sleep(self.poll_seconds)
                 continue
             for future in done:
-                spec, attempt, t0 = pending.pop(future)
+                spec, attempt = pending.pop(future)
                 group = (spec.task, spec.architecture)
                 if future.status == "finished":
-                    metrics = future.result()
+                    metrics, seconds = future.result()
                     result.trained += 1
                     progress.done += 1
-                    progress.finished(spec, time.monotonic() - t0)
+                    if seconds > 0:
+                        progress.finished(spec, seconds)
                     if spec.phase == "search":
                         search_done[group].append(metrics)
                         if search_closed(group):
@@ -414,7 +420,7 @@ class Sweep:
     def _left_specs(self, search, search_done, search_failed, pending, profile) -> list[RunSpec]:
         """Runs still to do (pending, plus final runs of groups whose search is open),
         for the time estimate."""
-        left = [s for s, _, _ in pending.values()]
+        left = [s for s, _ in pending.values()]
         for (task, arch), specs in search.items():
             if len(search_done[(task, arch)]) + search_failed[(task, arch)] < len(specs):
                 left += final_specs(profile, task, arch, 0.0, 0)

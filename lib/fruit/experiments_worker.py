@@ -12,6 +12,7 @@ import json
 import os
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +129,9 @@ def execute_run(
     parameters: dict[str, Any],
     attempt: int,
     threads: int | None = None,
-) -> dict[str, Any]:
-    """Execute the train notebook for one run into its folder; return its metrics.json.
+) -> tuple[dict[str, Any], float]:
+    """Execute the train notebook for one run into its folder; return its metrics.json
+    and the seconds this attempt took (0 when the run was already finished).
 
     The notebook resumes from ``checkpoint.pt`` when an earlier attempt left one (that is
     the training code's job); this function records every attempt in ``runner.log`` and
@@ -145,7 +147,7 @@ def execute_run(
     done = read_metrics(folder)
     if done is not None:  # finished meanwhile, e.g. by an attempt Dask thought was lost
         log_line(folder, f"attempt {attempt}: metrics.json already present, nothing to do")
-        return done
+        return done, 0.0
 
     executed = folder / EXECUTED_NOTEBOOK
     if executed.exists():  # keep the record of the interrupted or failed attempt
@@ -163,6 +165,7 @@ def execute_run(
     # The kernel inherits os.environ when it starts. The values depend only on this
     # worker, so setting them for good (no restore) is safe with several threads.
     os.environ.update(_kernel_environment(threads, parameters.get("device", "auto")))
+    start = time.monotonic()
     try:
         papermill.execute_notebook(
             notebook,
@@ -185,8 +188,11 @@ def execute_run(
     if metrics is None:
         log_line(folder, f"attempt {attempt} failed: notebook finished without metrics.json")
         raise RunFailed(f"{name}: the notebook finished without writing metrics.json ({executed})")
-    log_line(folder, f"attempt {attempt} finished: status {metrics.get('status')}")
-    return metrics
+    seconds = time.monotonic() - start
+    log_line(
+        folder, f"attempt {attempt} finished in {seconds:.0f} s: status {metrics.get('status')}"
+    )
+    return metrics, seconds
 
 
 def execute_report(source: str, executed: str, parameters: dict[str, Any]) -> str:
