@@ -239,3 +239,10 @@ def test_unknown_cluster_kind_is_explained():
 
     with pytest.raises(FruitError, match="unknown cluster 'lsf'; valid choices: pbs, sge, slurm"):
         jobqueue_cluster("lsf", start=False)
+
+
+def test_cluster_without_its_batch_system_is_a_clear_error(tmp_path: Path):
+    run = fruit_run("--profile", "smoke", "--cluster", "slurm", cwd=tmp_path, timeout=120,
+                    env={**os.environ, "PATH": str(tmp_path)})  # fmt: skip
+    assert run.returncode == 2
+    assert "fruit: error: --cluster slurm needs the sbatch command" in run.stderr

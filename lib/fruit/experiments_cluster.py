@@ -156,8 +156,16 @@ def jobqueue_cluster(
 
 
 def connect_jobqueue(kind: str, jobs: int, **options: Any) -> Cluster:
+    import shutil
+
     from distributed import Client
 
+    submit = {"slurm": "sbatch", "pbs": "qsub", "sge": "qsub"}.get(kind)
+    if submit and shutil.which(submit) is None:
+        raise FruitError(
+            f"--cluster {kind} needs the {submit} command, which is not on PATH here; run "
+            f"fruit on a login node of the cluster (see docs/cluster.md)"
+        )
     cluster = jobqueue_cluster(kind, jobs=jobs, **options)
     client = Client(cluster)
     runs = cluster._dummy_job.worker_processes
