@@ -5,13 +5,20 @@ one bias per gate (PyTorch's redundant hidden-to-hidden bias is zeroed and froze
 in rau), dropout on the embeddings, between layers (PyTorch's inter-layer dropout) and
 on the top layer's output, and tied output weights with no bias. No BOS: the initial
 state's output predicts w_1.
+
+The plain models run ``nn.RNN`` / ``nn.LSTM`` over the whole sequence. Stack RNNs must
+interleave the controller with the stack one time step at a time; for them
+``RecurrentCore.unroll`` gives a ``Cells`` object that runs one step of all layers
+with the same parameters as plain matmuls and pointwise ops (a length-1 call of
+``nn.LSTM`` costs several times more on the CPU), and projects the first layer's
+token inputs for all time steps in one matmul.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 
 class RecurrentCore(nn.Module):
@@ -46,6 +53,74 @@ class RecurrentCore(nn.Module):
         if self.is_lstm:
             return tuple(x.index_select(1, index) for x in state)
         return state.index_select(1, index)
+
+    def unroll(self, token_size: int) -> Cells:
+        """Step-by-step view of this core whose first-layer input is [token (token_size); extra]."""
+        return Cells(self, token_size)
+
+
+class Cells:
+    """One forward pass of a ``RecurrentCore``, one time step at a time.
+
+    Weights are sliced and transposed once here, not at every step. A step's state is a
+    tuple with one entry per layer: ``h`` (B, d), or ``(h, c)`` for the LSTM.
+    """
+
+    def __init__(self, core: RecurrentCore, token_size: int):
+        rnn = core.rnn
+        self.is_lstm = core.is_lstm
+        self.p = rnn.dropout
+        self.training = core.training
+        L = rnn.num_layers
+        W_ih = [getattr(rnn, f"weight_ih_l{k}") for k in range(L)]
+        self.W_hh_t = [getattr(rnn, f"weight_hh_l{k}").t() for k in range(L)]  # (d, G)
+        self.bias = [
+            getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}") for k in range(L)
+        ]
+        self.W_token = W_ih[0][:, :token_size]  # (G, token_size), G = 4d (LSTM) or d
+        self.W_extra_t = W_ih[0][:, token_size:].t()  # (extra, G)
+        self.W_ih_t = [None] + [w.t() for w in W_ih[1:]]  # layers above the first: (d, G)
+
+    def initial(self, state) -> tuple:
+        """The core's (L, B, d) state -> per-layer tuple."""
+        if self.is_lstm:
+            return tuple(zip(state[0].unbind(0), state[1].unbind(0)))
+        return tuple(state.unbind(0))
+
+    def project(self, tokens: Tensor) -> Tensor:
+        """First layer's token part and bias, (..., token_size) -> (..., G); for all steps at once."""
+        return F.linear(tokens, self.W_token, self.bias[0])
+
+    def step(self, projected: Tensor, extra: Tensor, state: tuple) -> tuple[Tensor, tuple]:
+        """projected (B, G) from `project`, extra (B, extra) -> top h (B, d), new state.
+
+        Layer 1 gets [token; extra]; layer l > 1 gets Drop(h of layer l-1) (PyTorch's
+        inter-layer dropout); the recurrences use the undropped h.
+        """
+        new = []
+        below = None
+        for k, layer in enumerate(state):
+            h = layer[0] if self.is_lstm else layer
+            if k == 0:
+                gates = torch.addmm(projected, extra, self.W_extra_t)
+            else:
+                u = F.dropout(below, self.p, self.training)
+                gates = torch.addmm(self.bias[k], u, self.W_ih_t[k])
+            gates = torch.addmm(gates, h, self.W_hh_t[k])  # (B, G)
+            if self.is_lstm:
+                below, c = _lstm_pointwise(gates, layer[1])
+                new.append((below, c))
+            else:
+                below = torch.tanh(gates)
+                new.append(below)
+        return below, tuple(new)
+
+
+def _lstm_pointwise(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    """Gates (B, 4d) in PyTorch's order i, f, g, o; c (B, d) -> h, c."""
+    i, f, g, o = gates.chunk(4, 1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 class RecurrentLM(nn.Module):

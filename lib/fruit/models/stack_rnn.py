@@ -21,13 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from fruit.models.init import xavier
-from fruit.models.recurrent import RecurrentCore
+from fruit.models.recurrent import Cells, RecurrentCore
 from fruit.models.sizing import stack_sizes
 
 
 @dataclass
 class StackRNNState:
-    hidden: object  # controller state: h (L, B, d) or (h, c)
+    hidden: tuple  # controller state, one entry per layer: h (B, d) or (h, c)
     stack: object  # SuperpositionStack / DVPDAStack
     reading: torch.Tensor  # r_{t-1} (B, r), fed into the next step
 
@@ -62,74 +62,87 @@ class StackRNNLM(nn.Module):
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def _initial_stack(self, batch_size: int):
+    def _cells(self) -> Cells:
+        """The controller one step at a time (weights arranged once per pass)."""
+        return self.core.unroll(self.embedding.embedding_dim)
+
+    def _initial_state(self, batch_size: int, cells, length: int | None = None) -> StackRNNState:
+        """H_0, the empty stack S_0 and r_0. length: the number of updates that will
+        follow, when known (lets the stack keep only what can still be read)."""
         from fruit.stacks import DVPDAStack, SuperpositionStack
 
         w = self.embedding.weight
         if self.kind == "Sup":
-            return SuperpositionStack.initial(batch_size, self.m, dtype=w.dtype, device=w.device)
-        return DVPDAStack.initial(
-            F.logsigmoid(self.bottom), batch_size, self.num_states, self.num_symbols
-        )
+            stack = SuperpositionStack.initial(
+                batch_size, self.m, dtype=w.dtype, device=w.device, length=length
+            )
+        else:
+            stack = DVPDAStack.initial(
+                F.logsigmoid(self.bottom), batch_size, self.num_states, self.num_symbols
+            )
+        hidden = cells.initial(self.core.initial_state(batch_size))
+        return StackRNNState(hidden, stack, stack.reading())
 
     def _stack_inputs(self, h):
-        """h (B, d) -> (stack actions, pushed vector or its log, reported action weights)."""
-        logits = self.actions(h)
+        """h (B, d) -> (stack actions, pushed vector or its log)."""
+        logits = self.actions(h)  # the heads are called as modules: hooks see every step
         if self.kind == "Sup":
             probs = torch.softmax(logits, dim=-1)  # [push, pop, no-op] [D7]
-            return probs, torch.sigmoid(self.pushed(h)), probs
-        return logits, F.logsigmoid(self.pushed(h)), logits.exp()
+            return probs, torch.sigmoid(self.pushed(h))
+        return logits, F.logsigmoid(self.pushed(h))
 
     def _logits(self, h, reading):  # -> (B, V+1)
         return F.linear(self.dropout(self._output(h, reading)), self.embedding.weight)
 
-    def _controller(self, state: StackRNNState, x):
-        """x: dropped-out embedding of w_t (B, e) -> (h_t (B, d), controller state)."""
-        u = torch.cat((x, state.reading), dim=-1)[:, None]  # (B, 1, e + r)
-        outputs, hidden = self.core(u, state.hidden)
-        return outputs[:, 0], hidden
+    def _top(self, hidden):  # top layer's h (B, d)
+        return hidden[-1][0] if self.core.is_lstm else hidden[-1]
 
     # -- API ------------------------------------------------------------------------------
 
     def start(self, batch_size: int):
-        hidden = self.core.initial_state(batch_size)
-        stack = self._initial_stack(batch_size)
-        state = StackRNNState(hidden, stack, stack.reading())
-        return self._logits(self.core.top(hidden), state.reading), state
+        state = self._initial_state(batch_size, self._cells())
+        return self._logits(self._top(state.hidden), state.reading), state
 
     def step(self, state: StackRNNState, tokens: torch.Tensor):
-        h, hidden = self._controller(state, self.dropout(self.embedding(tokens)))
-        actions, pushed, _ = self._stack_inputs(h)
+        cells = self._cells()
+        projected = cells.project(self.dropout(self.embedding(tokens)))  # (B, G)
+        h, hidden = cells.step(projected, state.reading, state.hidden)
+        actions, pushed = self._stack_inputs(h)
         stack = state.stack.step(actions, pushed)
         reading = stack.reading()
         return self._logits(h, reading), StackRNNState(hidden, stack, reading)
 
     def select_state(self, state: StackRNNState, index: torch.Tensor) -> StackRNNState:
-        return StackRNNState(
-            self.core.select(state.hidden, index),
-            state.stack.select(index),
-            state.reading.index_select(0, index),
-        )
+        pick = lambda x: x.index_select(0, index)  # noqa: E731
+        if self.core.is_lstm:
+            hidden = tuple((pick(h), pick(c)) for h, c in state.hidden)
+        else:
+            hidden = tuple(pick(h) for h in state.hidden)
+        return StackRNNState(hidden, state.stack.select(index), pick(state.reading))
 
     def forward(self, tokens: torch.Tensor, return_actions: bool = False):
         """tokens (B, n) -> logits (B, n+1, V+1); with return_actions also [(B, n, A)]."""
         B, n = tokens.shape
-        _, state = self.start(B)
-        x = self.dropout(self.embedding(tokens))  # (B, n, e)
-        outputs = [self._output(self.core.top(state.hidden), state.reading)]
+        # Stack updates whose readings are used: r_1..r_{n-1}, and r_n with +R (§8.3);
+        # rau_compat replaces the last update by rau's r_n = a_push v_n [D4].
+        updates = n if self.reading_to_output and not self.rau_compat else n - 1
+        cells = self._cells()
+        state = self._initial_state(B, cells, length=max(updates, 0))
+        hidden, stack, reading = state.hidden, state.stack, state.reading
+        # First layer's token part for all steps in one matmul: n x (B, G).
+        projected = cells.project(self.dropout(self.embedding(tokens))).unbind(1)
+        outputs = [self._output(self._top(hidden), reading)]
         weights = []
         for t in range(n):
-            h, hidden = self._controller(state, x[:, t])
-            actions, pushed, w = self._stack_inputs(h)
-            weights.append(w)
-            stack, reading = state.stack, state.reading
-            if t < n - 1 or self.reading_to_output:  # without +R, r_n is never used
-                if t == n - 1 and self.rau_compat:
-                    reading = actions[:, :1] * pushed  # rau's r_T = a_push v_T [D4]
-                else:
-                    stack = stack.step(actions, pushed)
-                    reading = stack.reading()
-            state = StackRNNState(hidden, stack, reading)
+            h, hidden = cells.step(projected[t], reading, hidden)
+            actions, pushed = self._stack_inputs(h)
+            if return_actions:
+                weights.append(actions if self.kind == "Sup" else actions.exp())
+            if t < updates:
+                stack = stack.step(actions, pushed)
+                reading = stack.reading()
+            elif self.reading_to_output:  # rau_compat's last reading
+                reading = actions[:, :1] * pushed
             outputs.append(self._output(h, reading))
         logits = F.linear(self.dropout(torch.stack(outputs, dim=1)), self.embedding.weight)
         if not return_actions:
