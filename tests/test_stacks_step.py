@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 import torch
 
+import fruit.stacks.dvpda_step as dvpda_step
+import fruit.stacks.nondeterministic as nd
 from fruit.errors import FruitError
-from fruit.stacks import SuperpositionStack, superposition_readings
+from fruit.stacks import (
+    DVPDAStack,
+    SuperpositionStack,
+    dvpda_readings,
+    num_actions,
+    superposition_readings,
+)
 from fruit.stacks.bruteforce import superposition_bruteforce
 
 F64 = torch.float64
@@ -109,3 +117,134 @@ def test_superposition_step_select_and_branch():
     assert (a.reading() - full[:, 2]).abs().max() < 1e-14
     assert (state.step(probs[:, 2], pushed[:, 2]).reading() - a.reading()).abs().max() == 0
     assert (b.reading() - a.reading()).abs().max() > 1e-3
+
+
+# ---------------------------------------------------------------- dVPDA step API
+
+
+def random_nd(B, n, Q, S, m, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    logits = scale * torch.randn(B, n, num_actions(Q, S), generator=g, dtype=F64)
+    pushed_log = torch.randn(B, n, m, generator=g, dtype=F64)
+    bottom_log = torch.randn(m, generator=g, dtype=F64)
+    return logits, pushed_log, bottom_log
+
+
+def plain_dvpda(logits, pushed_log, bottom_log, Q, S):
+    """The step math with a table rebuilt by torch.cat every update: plain autograd
+    differentiates it (O(T^3) memory; the gradient reference)."""
+    B, n, _ = logits.shape
+    X = Q * S
+    alpha, psi, eta, chi = (x[:, None] for x in nd.initial_terms(bottom_log, B, X))
+    table = bottom_log.new_zeros(B, S, 1, X, 1, Q)
+    phi = bottom_log.new_zeros(B, 1)
+    readings = []
+    for t in range(1, n + 1):
+        inputs = nd.StepInputs.make(logits[:, t - 1], pushed_log[:, t - 1], Q, S)
+        column, Hr = nd.pop_helper(table, inputs.pop, Q, S)
+        U = nd.new_column(table, column, Hr, inputs, Q, S)
+        c = nd._positive(U.detach().amax((1, 2, 3, 4)))
+        a_t, psi_t, e_t, chi_t, _ = nd.forward_terms(alpha, psi, eta, chi, phi, Hr, inputs, Q, S)
+        readings.append(nd.reading_of(a_t, psi_t, e_t, chi_t))
+        phi_t = phi[:, t - 1] + inputs.shift + torch.log(c)
+        table = torch.cat([table, (U / c[:, None, None, None, None])[:, :, :, :, None]], dim=4)
+        table = torch.cat([table, table.new_zeros(B, S, 1, X, t + 1, Q)], dim=2)
+        phi, alpha = torch.cat([phi, phi_t[:, None]], 1), torch.cat([alpha, a_t[:, None]], 1)
+        psi, eta = torch.cat([psi, psi_t[:, None]], 1), torch.cat([eta, e_t[:, None]], 1)
+        chi = torch.cat([chi, chi_t[:, None]], 1)
+    return torch.stack(readings, 1)
+
+
+def step_readings(logits, pushed_log, bottom_log, Q, S, length=None):
+    state = DVPDAStack.initial(bottom_log, logits.size(0), Q, S, length=length)
+    out = []
+    for t in range(logits.size(1)):
+        state = state.step(logits[:, t], pushed_log[:, t])
+        out.append(state.reading())
+    return torch.stack(out, 1)
+
+
+@pytest.mark.parametrize("length", [None, 20])
+def test_dvpda_step_gradients_equal_plain_autograd(length, monkeypatch):
+    """Hand-written adjoint of the step API vs autograd of the same forward math; n = 20 also
+    exercises growing the buffers (initial capacity 4)."""
+    monkeypatch.setattr(dvpda_step, "INITIAL_CAPACITY", 4)
+    Q, S = 2, 3
+    logits, pushed_log, bottom_log = random_nd(2, 20, Q, S, 3, seed=1, scale=2.0)
+    weights = torch.randn(2, 20, Q * S * 3, generator=torch.Generator().manual_seed(2), dtype=F64)
+    results = []
+    for f in (plain_dvpda, lambda *a: step_readings(*a, length=length), dvpda_readings):
+        inputs = [x.clone().requires_grad_() for x in (logits, pushed_log, bottom_log)]
+        readings = f(*inputs, Q, S)
+        (readings * weights).sum().backward()
+        results.append([readings.detach()] + [x.grad for x in inputs])
+    for reference, other in ((results[0], results[1]), (results[2], results[1])):
+        for a, b in zip(reference, other):
+            assert (a - b).abs().max() < 1e-10 * max(1.0, a.abs().max().item())
+
+
+def test_dvpda_step_partial_and_repeated_backward():
+    """A loss on early readings only, and a second backward pass over the same graph."""
+    logits, pushed_log, bottom_log = random_nd(2, 6, 2, 2, 2, seed=3)
+    inputs = [x.clone().requires_grad_() for x in (logits, pushed_log, bottom_log)]
+    readings = step_readings(*inputs, 2, 2)
+    plain_inputs = [x.clone().requires_grad_() for x in (logits, pushed_log, bottom_log)]
+    plain = plain_dvpda(*plain_inputs, 2, 2)
+    for loss, plain_loss in (
+        (readings[:, :3].sum(), plain[:, :3].sum()),
+        (readings.sum(), plain.sum()),
+    ):
+        got = torch.autograd.grad(loss, inputs, retain_graph=True)
+        again = torch.autograd.grad(loss, inputs, retain_graph=True)
+        expected = torch.autograd.grad(plain_loss, plain_inputs, retain_graph=True)
+        for a, b, c in zip(got, again, expected):
+            assert (a - c).abs().max() < 1e-10 and torch.equal(a, b)
+
+
+def saved_and_buffer_bytes(n):
+    """Bytes autograd saves for a differentiated run of n updates, plus the run's buffers."""
+    logits, pushed_log, bottom_log = random_nd(2, n, 3, 3, 5, seed=0)
+    logits.requires_grad_()
+    saved = []
+
+    def pack(x):
+        saved.append(x.numel() * x.element_size())
+        return x
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        state = DVPDAStack.initial(bottom_log, 2, 3, 3, length=n)
+        for t in range(n):
+            state = state.step(logits[:, t], pushed_log[:, t])
+    buffers = state.run.buffers
+    own = sum(getattr(buffers, k).numel() * 8 for k in ("table", "alpha", "eta", "psi", "chi"))
+    return sum(saved) + own
+
+
+def test_dvpda_step_memory_is_quadratic():
+    small, large = saved_and_buffer_bytes(32), saved_and_buffer_bytes(64)
+    assert large / small < 4.5  # O(T^2); a table saved per update gives over 6 here
+
+
+def test_dvpda_step_branch_select_and_limits():
+    logits, pushed_log, bottom_log = random_nd(3, 5, 2, 2, 2, seed=4)
+    full = dvpda_readings(logits, pushed_log, bottom_log, 2, 2)
+    state = DVPDAStack.initial(bottom_log, 3, 2, 2)
+    for t in range(3):
+        state = state.step(logits[:, t], pushed_log[:, t])
+    a = state.step(logits[:, 3], pushed_log[:, 3])
+    b = state.step(logits[:, 3].flip(-1), pushed_log[:, 3])  # a branch: a copy of the buffers
+    assert (a.step(logits[:, 4], pushed_log[:, 4]).reading() - full[:, 4]).abs().max() < 1e-12
+    assert (b.reading() - a.reading()).abs().max() > 1e-3
+    assert (a.reading() - full[:, 3]).abs().max() < 1e-12
+    index = torch.tensor([2, 2, 0])
+    picked = state.select(index).step(logits[index, 3], pushed_log[index, 3])
+    assert (picked.reading() - full[index, 3]).abs().max() < 1e-12
+    limited = DVPDAStack.initial(bottom_log, 3, 2, 2, length=1).step(logits[:, 0], pushed_log[:, 0])
+    with pytest.raises(FruitError, match="updates"):
+        limited.step(logits[:, 1], pushed_log[:, 1])
+    differentiable = DVPDAStack.initial(bottom_log.clone().requires_grad_(), 3, 2, 2)
+    differentiable = differentiable.step(logits[:, 0], pushed_log[:, 0])
+    with pytest.raises(FruitError, match="autograd"):
+        differentiable.select(index)
+    with torch.no_grad():
+        differentiable.select(index)

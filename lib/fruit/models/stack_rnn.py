@@ -78,7 +78,11 @@ class StackRNNLM(nn.Module):
             )
         else:
             stack = DVPDAStack.initial(
-                F.logsigmoid(self.bottom), batch_size, self.num_states, self.num_symbols
+                F.logsigmoid(self.bottom),
+                batch_size,
+                self.num_states,
+                self.num_symbols,
+                length=length,
             )
         hidden = cells.initial(self.core.initial_state(batch_size))
         return StackRNNState(hidden, stack, stack.reading())

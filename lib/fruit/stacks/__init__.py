@@ -7,7 +7,8 @@ Whole-sequence (training) API, pure functions, batched; reading t is after updat
 Step API: SuperpositionStack, DVPDAStack (initial / step / reading / select).
 """
 
-from fruit.stacks.nondeterministic import DVPDAStack, dvpda_readings_stepwise, num_actions
+from fruit.stacks.dvpda_step import DVPDAStack, dvpda_readings_stepwise
+from fruit.stacks.nondeterministic import num_actions
 from fruit.stacks.scan import dvpda_readings
 from fruit.stacks.superposition import SuperpositionStack, superposition_readings
 

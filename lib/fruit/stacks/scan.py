@@ -56,75 +56,141 @@ def dvpda_readings(
     return readings.to(dtype)
 
 
+class Buffers:
+    """The scaled quantities of one run, for updates t = 1..n (nondeterministic.py):
+    the table of inner weights (B, S, N, X, N, Q) with N = max(n, 1), and alpha, eta,
+    psi, chi, phi and the normalisers of times 0..n. Entry t is written by update t
+    and never rewritten."""
+
+    def __init__(self, bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
+        B, X, m, N = batch_size, Q * S, bottom_log.size(0), max(n, 1)
+        new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
+        self.Q, self.S, self.n = Q, S, n
+        self.table = torch.zeros(B, S, N, X, N, Q, **new)
+        self.alpha = torch.empty(B, n + 1, X, **new)
+        self.eta = torch.empty(B, n + 1, X, m, **new)
+        self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
+        self.col_scale, self.n_alpha, self.n_eta = (torch.ones(B, n + 1, **new) for _ in range(3))
+        with torch.no_grad():
+            terms = initial_terms(bottom_log, B, X)
+        self.alpha[:, 0], self.psi[:, 0], self.eta[:, 0], self.chi[:, 0] = terms
+
+    def resized(self, n: int, index: Tensor | None = None) -> Buffers:
+        """A copy with room for n updates (entries up to min(n, self.n) kept), rows index."""
+        out = Buffers.__new__(Buffers)
+        out.Q, out.S, out.n = self.Q, self.S, n
+        keep, N = min(n, self.n), max(n, 1)
+        pick = (lambda x: x) if index is None else (lambda x: x.index_select(0, index))
+        table = pick(self.table)
+        B, S, N0, X, _, Q = table.shape
+        out.table = table.new_zeros(B, S, N, X, N, Q)
+        k = min(N, N0)
+        out.table[:, :, :k, :, :k] = table[:, :, :k, :, :k]
+        for name in ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta"):
+            x = pick(getattr(self, name))
+            y = (
+                x.new_ones((B, n + 1) + x.shape[2:])
+                if name in ("col_scale", "n_alpha", "n_eta")
+                else x.new_zeros((B, n + 1) + x.shape[2:])
+            )
+            y[:, : keep + 1] = x[:, : keep + 1]
+            setattr(out, name, y)
+        return out
+
+    def step(self, t: int, logits: Tensor, pushed_log: Tensor, write_column: bool) -> Tensor:
+        """Update t (1 <= t <= n) from logits (B, A) and pushed_log (B, m): writes entry t
+        (and column t of the table if write_column, which needs t < N) -> reading (B, X*m)."""
+        Q, S = self.Q, self.S
+        alpha, eta, psi, chi, phi = self.alpha, self.eta, self.psi, self.chi, self.phi
+        inputs = StepInputs.make(logits, pushed_log, Q, S)
+        view = self.table[:, :, :t, :, :t, :]
+        column, Hr = pop_helper(view, inputs.pop, Q, S)
+        a_t, psi[:, t], e_t, chi[:, t], consts = forward_terms(
+            alpha[:, :t], psi[:, :t], eta[:, :t], chi[:, :t], phi[:, :t], Hr, inputs, Q, S
+        )
+        alpha[:, t], eta[:, t] = a_t, e_t
+        self.n_alpha[:, t], self.n_eta[:, t] = consts[1], consts[4]
+        if write_column:
+            U = new_column(view, column, Hr, inputs, Q, S)  # (B, S, t, X, Q)
+            c = _positive(U.amax((1, 2, 3, 4)))
+            self.table[:, :, :t, :, t, :] = U / c[:, None, None, None, None]
+            self.col_scale[:, t] = c
+            phi[:, t] = phi[:, t - 1] + inputs.shift + torch.log(c)
+        return reading_of(a_t, psi[:, t], e_t, chi[:, t])
+
+
+class Adjoint:
+    """Adjoints of one backward pass over a run: g_alpha, g_eta and the table's
+    (`_TableAdjoint`), filled from the last update down to the first."""
+
+    def __init__(self, buffers: Buffers, n: int | None = None):
+        """n: the number of updates taken (default: the buffers' capacity)."""
+        self.alpha = torch.zeros_like(buffers.alpha)
+        self.eta = torch.zeros_like(buffers.eta)
+        self.table = _TableAdjoint(
+            buffers.table, buffers.n if n is None else n, buffers.Q, buffers.S
+        )
+
+    def step(
+        self,
+        buffers: Buffers,
+        t: int,
+        column_written: bool,
+        g_reading: Tensor | None,
+        logits: Tensor,
+        pushed_log: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """Adjoint of update t, given g_reading (B, X*m) and everything from updates > t
+        -> gradients of its logits (B, A) and pushed_log (B, m)."""
+        b = buffers
+        Q, S = b.Q, b.S
+        B, X, m = logits.size(0), Q * S, pushed_log.size(-1)
+        if g_reading is not None:
+            # reading r = s E[t] with s = exp(chi - psi) / sum A[t]
+            a_t, e_t = b.alpha[:, t], b.eta[:, t]
+            total = a_t.sum(-1).clamp_min(torch.finfo(a_t.dtype).tiny)
+            s = torch.exp(b.chi[:, t] - b.psi[:, t]) / total  # (B,)
+            g_r = g_reading.reshape(B, X, m)
+            self.eta[:, t] += s[:, None, None] * g_r
+            self.alpha[:, t] -= ((s / total) * (g_r * e_t).sum((1, 2)))[:, None]
+        scales = b.col_scale, b.n_alpha, b.n_eta
+        return _step_backward(
+            t, t + 1 if column_written else t, b.table, self.table, b.alpha, b.eta, b.psi,
+            b.chi, b.phi, scales, self.alpha, self.eta, logits, pushed_log, Q, S,
+        )  # fmt: skip
+
+    def bottom(self, buffers: Buffers, bottom_log: Tensor) -> Tensor:
+        """Gradient of bottom_log (m,): eta[0] = 1[q0, bottom] exp(bottom_log - shift)."""
+        shift = buffers.chi[0, 0]
+        return (self.eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
+
+
 class _DVPDAScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, pushed_log, bottom_log, Q, S):
         B, n, _ = logits.shape
         m = pushed_log.size(-1)
-        X = Q * S
-        new = dict(dtype=logits.dtype, device=logits.device)
-        table = torch.zeros(B, S, max(n, 1), X, max(n, 1), Q, **new)
-        alpha = torch.empty(B, n + 1, X, **new)
-        eta = torch.empty(B, n + 1, X, m, **new)
-        psi, chi, phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
-        col_scale, n_alpha, n_eta = (torch.ones(B, n + 1, **new) for _ in range(3))
-        alpha[:, 0], psi[:, 0], eta[:, 0], chi[:, 0] = initial_terms(bottom_log, B, X)
-        readings = torch.empty(B, n, X * m, **new)
-        for t in range(1, n + 1):
-            inputs = StepInputs.make(logits[:, t - 1], pushed_log[:, t - 1], Q, S)
-            view = table[:, :, :t, :, :t, :]
-            column, Hr = pop_helper(view, inputs.pop, Q, S)
-            a_t, psi[:, t], e_t, chi[:, t], consts = forward_terms(
-                alpha[:, :t], psi[:, :t], eta[:, :t], chi[:, :t], phi[:, :t], Hr, inputs, Q, S
-            )
-            alpha[:, t], eta[:, t] = a_t, e_t
-            n_alpha[:, t], n_eta[:, t] = consts[1], consts[4]
-            readings[:, t - 1] = reading_of(a_t, psi[:, t], e_t, chi[:, t])
-            if t < n:  # column n is never read
-                U = new_column(view, column, Hr, inputs, Q, S)  # (B, S, t, X, Q)
-                c = _positive(U.amax((1, 2, 3, 4)))
-                table[:, :, :t, :, t, :] = U / c[:, None, None, None, None]
-                col_scale[:, t] = c
-                phi[:, t] = phi[:, t - 1] + inputs.shift + torch.log(c)
-        ctx.save_for_backward(logits, pushed_log, bottom_log, table, alpha, eta, psi, chi, phi)
-        ctx.scales = col_scale, n_alpha, n_eta
-        ctx.Q, ctx.S = Q, S
+        buffers = Buffers(bottom_log, B, n, Q, S)
+        readings = logits.new_empty(B, n, Q * S * m)
+        for t in range(1, n + 1):  # column n is never read
+            readings[:, t - 1] = buffers.step(t, logits[:, t - 1], pushed_log[:, t - 1], t < n)
+        ctx.save_for_backward(logits, pushed_log, bottom_log)
+        ctx.buffers = buffers
         return readings
 
     @staticmethod
     def backward(ctx, g_readings):
-        logits, pushed_log, bottom_log, table, alpha, eta, psi, chi, phi = ctx.saved_tensors
-        scales, Q, S = ctx.scales, ctx.Q, ctx.S
-        B, n, A = logits.shape
-        m = pushed_log.size(-1)
-        X = Q * S
-        # Deferred adjoint of the table (see _column_adjoint): for every step t' that
-        # wrote a column, the adjoint of its unnormalised column, laid out like the
-        # table, and its Hr; plus the adjoint of column t-1 from step t's replace/pop
-        # helper terms.
-        adjoint = _TableAdjoint(table, n, Q, S)
-        g_alpha = torch.zeros_like(alpha)
-        g_eta = torch.zeros_like(eta)
+        logits, pushed_log, bottom_log = ctx.saved_tensors
+        buffers = ctx.buffers
+        n = logits.size(1)
+        adjoint = Adjoint(buffers)
         g_logits = torch.zeros_like(logits)
         g_pushed = torch.zeros_like(pushed_log)
-        g_readings = g_readings.reshape(B, n, X, m)
         for t in range(n, 0, -1):
-            # reading r = s E[t] with s = exp(chi - psi) / sum A[t]
-            a_t, e_t = alpha[:, t], eta[:, t]
-            total = a_t.sum(-1).clamp_min(torch.finfo(a_t.dtype).tiny)
-            s = torch.exp(chi[:, t] - psi[:, t]) / total  # (B,)
-            g_r = g_readings[:, t - 1]
-            g_eta[:, t] += s[:, None, None] * g_r
-            g_alpha[:, t] -= ((s / total) * (g_r * e_t).sum((1, 2)))[:, None]
-            grads = _step_backward(
-                t, n, table, adjoint, alpha, eta, psi, chi, phi, scales,
-                g_alpha, g_eta, logits[:, t - 1], pushed_log[:, t - 1], Q, S,
-            )  # fmt: skip
-            g_logits[:, t - 1], g_pushed[:, t - 1] = grads
-        # eta[0] = 1[q0, bottom] exp(bottom_log - shift)
-        shift = chi[0, 0]
-        g_bottom = (g_eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
-        return g_logits, g_pushed, g_bottom, None, None
+            g_logits[:, t - 1], g_pushed[:, t - 1] = adjoint.step(
+                buffers, t, t < n, g_readings[:, t - 1], logits[:, t - 1], pushed_log[:, t - 1]
+            )
+        return g_logits, g_pushed, adjoint.bottom(buffers, bottom_log), None, None
 
 
 def _step_backward(
