@@ -54,42 +54,69 @@ class RecurrentCore(nn.Module):
             return tuple(x.index_select(1, index) for x in state)
         return state.index_select(1, index)
 
-    def unroll(self, token_size: int) -> Cells:
-        """Step-by-step view of this core whose first-layer input is [token (token_size); extra]."""
-        return Cells(self, token_size)
+    def unroll(self, token_size: int, defer: bool = False) -> Cells:
+        """Step-by-step view of this core whose first-layer input is [token (token_size); extra].
+
+        defer: one pass from `initial` on, stepped with this object only (the batched
+        forward); weight gradients are then computed once for all steps."""
+        return Cells(self, token_size, defer)
 
 
 class Cells:
     """One forward pass of a ``RecurrentCore``, one time step at a time.
 
-    Weights are sliced and transposed once here, not at every step. A step's state is a
-    tuple with one entry per layer: ``h`` (B, d), or ``(h, c)`` for the LSTM.
+    Layer k computes its gates as [u; h] @ W_k^T with W_k = [W_ih | W_hh] joined once
+    here (one matmul per layer and step). A step's state is a tuple with one entry per
+    layer: ``h`` (B, d), or ``(h, c)`` for the LSTM.
+
+    With ``defer``, weight gradients are deferred when differentiating: the per-step matmuls use
+    detached weights, so autograd only propagates to their inputs; a hook on each
+    step's gates keeps dL/dgates, and `_DeferredWeights`, placed on the first layer's
+    initial h (which every step depends on, so its backward runs last), returns
+    dL/dW_k = sum_t dgates_t^T [u_t; h_t] as one matmul over all steps.
     """
 
-    def __init__(self, core: RecurrentCore, token_size: int):
+    def __init__(self, core: RecurrentCore, token_size: int, defer: bool = False):
         rnn = core.rnn
         self.is_lstm = core.is_lstm
         self.p = rnn.dropout
         self.training = core.training
         L = rnn.num_layers
         W_ih = [getattr(rnn, f"weight_ih_l{k}") for k in range(L)]
-        self.W_hh_t = [getattr(rnn, f"weight_hh_l{k}").t() for k in range(L)]  # (d, G)
-        self.bias = [
-            getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}") for k in range(L)
-        ]
+        W_hh = [getattr(rnn, f"weight_hh_l{k}") for k in range(L)]
+        b_ih = [getattr(rnn, f"bias_ih_l{k}") for k in range(L)]
+        b_hh = [getattr(rnn, f"bias_hh_l{k}") for k in range(L)]
         self.W_token = W_ih[0][:, :token_size]  # (G, token_size), G = 4d (LSTM) or d
-        self.W_extra_t = W_ih[0][:, token_size:].t()  # (extra, G)
-        self.W_ih_t = [None] + [w.t() for w in W_ih[1:]]  # layers above the first: (d, G)
+        self.bias0 = b_ih[0] + b_hh[0]
+        W_in = [W_ih[0][:, token_size:]] + W_ih[1:]  # the inputs stepped here: extra, h below
+        # Parameters whose gradients are deferred, per layer: W_in, W_hh, biases (k > 0).
+        self.params = [
+            (W_in[k], W_hh[k]) + (() if k == 0 else (b_ih[k], b_hh[k])) for k in range(L)
+        ]
+        flat = [p for layer in self.params for p in layer]
+        self.tape = None
+        if defer and torch.is_grad_enabled() and any(p.requires_grad for p in flat):
+            self.tape = _Tape(L)
+        keep = (lambda x: x.detach()) if self.tape is not None else (lambda x: x)
+        self.W_t = [keep(torch.cat((W_in[k], W_hh[k]), 1)).t() for k in range(L)]  # (K+d, G)
+        self.bias = [None] + [keep(b_ih[k] + b_hh[k]) for k in range(1, L)]
 
     def initial(self, state) -> tuple:
         """The core's (L, B, d) state -> per-layer tuple."""
         if self.is_lstm:
-            return tuple(zip(state[0].unbind(0), state[1].unbind(0)))
-        return tuple(state.unbind(0))
+            layers = list(zip(state[0].unbind(0), state[1].unbind(0)))
+        else:
+            layers = list(state.unbind(0))
+        if self.tape is not None:  # every step depends on layer 1's h_0
+            flat = [p for layer in self.params for p in layer]
+            h0 = layers[0][0] if self.is_lstm else layers[0]
+            h0 = _DeferredWeights.apply(self.tape, self.params, h0, *flat)
+            layers[0] = (h0, layers[0][1]) if self.is_lstm else h0
+        return tuple(layers)
 
     def project(self, tokens: Tensor) -> Tensor:
         """First layer's token part and bias, (..., token_size) -> (..., G); for all steps at once."""
-        return F.linear(tokens, self.W_token, self.bias[0])
+        return F.linear(tokens, self.W_token, self.bias0)
 
     def step(self, projected: Tensor, extra: Tensor, state: tuple) -> tuple[Tensor, tuple]:
         """projected (B, G) from `project`, extra (B, extra) -> top h (B, d), new state.
@@ -102,11 +129,12 @@ class Cells:
         for k, layer in enumerate(state):
             h = layer[0] if self.is_lstm else layer
             if k == 0:
-                gates = torch.addmm(projected, extra, self.W_extra_t)
+                x, base = torch.cat((extra, h), 1), projected
             else:
-                u = F.dropout(below, self.p, self.training)
-                gates = torch.addmm(self.bias[k], u, self.W_ih_t[k])
-            gates = torch.addmm(gates, h, self.W_hh_t[k])  # (B, G)
+                x, base = torch.cat((F.dropout(below, self.p, self.training), h), 1), self.bias[k]
+            gates = torch.addmm(base, x, self.W_t[k])  # (B, G)
+            if self.tape is not None and gates.requires_grad:
+                self.tape.record(k, x, gates)
             if self.is_lstm:
                 below, c = _lstm_pointwise(gates, layer[1])
                 new.append((below, c))
@@ -114,6 +142,51 @@ class Cells:
                 below = torch.tanh(gates)
                 new.append(below)
         return below, tuple(new)
+
+
+class _Tape:
+    """Inputs [u_t; h_t] of each layer's matmul, and dL/dgates_t from hooks in the backward pass."""
+
+    def __init__(self, num_layers: int):
+        self.inputs = [[] for _ in range(num_layers)]
+        self.grads = [{} for _ in range(num_layers)]
+
+    def record(self, k: int, x: Tensor, gates: Tensor) -> None:
+        t = len(self.inputs[k])
+        self.inputs[k].append(x.detach())
+        gates.register_hook(lambda g: self.grads[k].__setitem__(t, g))
+
+    def weight_grads(self, k: int):
+        """-> dL/d[W_in | W_hh] (G, K+d) and dL/db (G,) of layer k, or None if no hook fired."""
+        grads = self.grads[k]
+        if not grads:
+            return None, None
+        steps = sorted(grads)
+        g = torch.cat([grads[t] for t in steps])  # (sum B, G)
+        x = torch.cat([self.inputs[k][t] for t in steps])  # (sum B, K+d)
+        grads.clear()  # a second backward pass over a retained graph refills them
+        return g.t() @ x, g.sum(0)
+
+
+class _DeferredWeights(torch.autograd.Function):
+    """Identity on h_0; its backward also returns the deferred weight gradients."""
+
+    @staticmethod
+    def forward(ctx, tape, params, h0, *flat):
+        ctx.tape, ctx.params = tape, params
+        ctx.set_materialize_grads(False)
+        return h0.clone()
+
+    @staticmethod
+    def backward(ctx, g_h0):
+        out = []
+        for k, layer in enumerate(ctx.params):
+            g_W, g_b = ctx.tape.weight_grads(k)
+            K = layer[0].size(1)
+            grads = (None, None) if g_W is None else (g_W[:, :K], g_W[:, K:])
+            grads += () if k == 0 else (g_b, g_b)
+            out += [g if p.requires_grad else None for g, p in zip(grads, layer)]
+        return (None, None, g_h0, *out)
 
 
 def _lstm_pointwise(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:

@@ -62,9 +62,9 @@ class StackRNNLM(nn.Module):
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def _cells(self) -> Cells:
+    def _cells(self, defer: bool = False) -> Cells:
         """The controller one step at a time (weights arranged once per pass)."""
-        return self.core.unroll(self.embedding.embedding_dim)
+        return self.core.unroll(self.embedding.embedding_dim, defer)
 
     def _initial_state(self, batch_size: int, cells, length: int | None = None) -> StackRNNState:
         """H_0, the empty stack S_0 and r_0. length: the number of updates that will
@@ -130,7 +130,7 @@ class StackRNNLM(nn.Module):
         # Stack updates whose readings are used: r_1..r_{n-1}, and r_n with +R (§8.3);
         # rau_compat replaces the last update by rau's r_n = a_push v_n [D4].
         updates = n if self.reading_to_output and not self.rau_compat else n - 1
-        cells = self._cells()
+        cells = self._cells(defer=True)
         state = self._initial_state(B, cells, length=max(updates, 0))
         hidden, stack, reading = state.hidden, state.stack, state.reading
         # First layer's token part for all steps in one matmul: n x (B, G).
