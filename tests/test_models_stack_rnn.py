@@ -181,3 +181,21 @@ def test_training_step_updates_every_parameter_with_dropout():
     for name, p in model.named_parameters():
         if p.requires_grad:
             assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_deferred_weight_gradients_with_retained_graph_and_partial_loss():
+    """Weight gradients collected once per backward pass: a second pass over a retained
+    graph adds the same again; a loss on early positions only matches the step path."""
+    torch.manual_seed(0)
+    model = build_model("LSTM+Sup", vocab_size=7, d=5, sup_size=3).double().eval()
+    tokens = torch.randint(0, 7, (2, 6), generator=torch.Generator().manual_seed(6))
+    params = [p for p in model.parameters() if p.requires_grad]
+    logits = model(tokens)
+    once = torch.autograd.grad(logits.sum(), params, retain_graph=True)
+    twice = torch.autograd.grad(logits.sum(), params, retain_graph=True)
+    for a, b in zip(once, twice):
+        assert torch.equal(a, b)
+    early = torch.autograd.grad(logits[:, :3].sum(), params)
+    reference = torch.autograd.grad(autograd_reference_logits(model, tokens)[:, :3].sum(), params)
+    for a, b in zip(early, reference):
+        assert (a - b).abs().max() < 1e-10

@@ -73,7 +73,8 @@ class Cells:
     detached weights, so autograd only propagates to their inputs; a hook on each
     step's gates keeps dL/dgates, and `_DeferredWeights`, placed on the first layer's
     initial h (which every step depends on, so its backward runs last), returns
-    dL/dW_k = sum_t dgates_t^T [u_t; h_t] as one matmul over all steps.
+    dL/dW_k = sum_t dgates_t^T [u_t; h_t] as one matmul over all steps (first-order
+    gradients only: no create_graph through the weights).
     """
 
     def __init__(self, core: RecurrentCore, token_size: int, defer: bool = False):
