@@ -10,6 +10,13 @@ r_0 = Reading(S_0). For t ≥ 1:
 
 Sup: softmax actions (push, pop, no-op), pushed σ(W_v h + b_v). Nd: unnormalised
 log-weights W_a h + b_a, log pushed log σ(W_v h + b_v), learned bottom vector.
+
+Speed (the controller cannot be run over the whole sequence, so every op is paid
+per time step): the controller runs as `recurrent.Cells` (one matmul per layer and
+step, first layer's token part for all steps at once, weight gradients deferred to
+one matmul per layer), and the batched forward tells the stack how many updates
+follow (exact truncation for Sup, preallocated buffers for Nd). `start` / `step`
+use the same cells without deferral and untruncated stacks.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Whole-sequence (training) API, pure functions, batched; reading t is after updat
     superposition_readings(action_probs (B,n,3), pushed (B,n,m)) -> (B,n,m)
     dvpda_readings(action_logits (B,n,A), pushed_log (B,n,m), bottom_log (m,),
                    num_states, num_symbols) -> (B,n,Q*S*m)
-Step API: SuperpositionStack, DVPDAStack (initial / step / reading / select).
+Step API: SuperpositionStack, DVPDAStack (initial / step / reading / select); both
+accept ``initial(..., length=T)``, a promise of at most T updates (Sup: keeps only the
+elements that can still reach the top; Nd: buffers allocated once).
 """
 
 from fruit.stacks.dvpda_step import DVPDAStack, dvpda_readings_stepwise

@@ -7,6 +7,10 @@ table with an adjoint table of the same size, so memory is O(B n^2 Q^2 S^2) and
 autograd stores nothing per step. All scales are constants (see nondeterministic.py),
 so the hand-written backward is the exact gradient of the readings.
 
+`Buffers` (the forward state and one update) and `Adjoint` (the reverse of one
+update) are shared with the step API (`dvpda_step.py`), so both APIs compute the
+same numbers.
+
 By default the recurrences run in float64 whatever the input dtype: a float32 range
 (e^±87) is too small for the relative magnitudes inside one column of the table when
 logits reach ±50 over hundreds of steps; float64 (e^±708) is not. Readings are cast
