@@ -52,38 +52,7 @@ from fruit.batching import evaluation_batches, pad, training_batches
 from fruit.device import resolve_device
 from fruit.errors import FruitError, unknown_choice
 from fruit.io import atomic_torch_save, atomic_write_json, atomic_write_text
-
-PHASES = ("search", "final")
-
-# Built-in size presets per profile. The experiment profiles (lib/fruit/profiles/*.toml)
-# may override any of these through explicit RunConfig fields.
-PROFILES: dict[str, dict] = {
-    "smoke": {
-        # seconds on 2 CPU cores even for Tf+Nd; two checkpoints per epoch
-        "train_size": 100,
-        "dev_size": 20,
-        "test_size": 20,
-        "gen_size": 20,
-        "checkpoint_every": 40,
-        "max_epochs": {"search": 1, "final": 1},
-    },
-    "quick": {
-        "train_size": 10_000,
-        "dev_size": 500,
-        "test_size": 1_000,
-        "gen_size": 1_000,
-        "checkpoint_every": 8_000,
-        "max_epochs": {"search": 5, "final": 50},
-    },
-    "paper": {
-        "train_size": 100_000,
-        "dev_size": 1_000,
-        "test_size": 10_000,
-        "gen_size": 10_000,
-        "checkpoint_every": 80_000,
-        "max_epochs": {"search": 5, "final": 1000},
-    },
-}
+from fruit.profiles import PHASES, is_profile_path, load_profile
 
 LOG_COLUMNS = (
     "examples_seen",
@@ -95,6 +64,8 @@ LOG_COLUMNS = (
 )
 MIN_GENERATED_TRAIN = 1_000  # generated train.tsv files have at least this many lines
 SPLIT_FIELDS = {"train": "train_size", "dev": "dev_size", "test": "test_size", "gen": "gen_size"}
+# RunConfig fields that, when None, come from the profile (fruit.profiles)
+PROFILE_FIELDS = (*SPLIT_FIELDS.values(), "checkpoint_every", "max_epochs")
 
 
 @dataclass
@@ -106,7 +77,7 @@ class RunConfig:
     phase: str = "final"
     index: int = 0
     seed: int = 0
-    profile: str = "smoke"
+    profile: str = "smoke"  # a shipped profile's name or the path of a .toml (fruit.profiles)
     learning_rate: float = 3e-4
     batch_tokens: int = 1024
     # sizes (None: the profile's); a split's first N lines are used
@@ -148,7 +119,12 @@ def derive_seed(seed: int, purpose: str) -> int:
 
 
 def resolve_config(config: RunConfig) -> RunConfig:
-    """Check names and fill every ``None`` from the profile or the seed."""
+    """Check names and fill every ``None`` from the profile or the seed.
+
+    Sizes, ``checkpoint_every`` and ``max_epochs`` (of this phase and architecture) come
+    from ``fruit.profiles.load_profile(config.profile)``; explicit fields win. A profile
+    given as a path is replaced by its name.
+    """
     from fruit.models import ARCHITECTURES
     from fruit.tasks import get_task
 
@@ -157,19 +133,16 @@ def resolve_config(config: RunConfig) -> RunConfig:
         raise unknown_choice("architecture", config.architecture, ARCHITECTURES)
     if config.phase not in PHASES:
         raise unknown_choice("phase", config.phase, PHASES)
-    sized = ("train_size", "dev_size", "test_size", "gen_size", "checkpoint_every", "max_epochs")
-    if config.profile in PROFILES:
-        preset = PROFILES[config.profile]
-    elif all(getattr(config, name) is not None for name in sized):
-        preset = {}  # a profile defined elsewhere (fruit.experiments) that gives every size
-    else:
-        raise unknown_choice("profile", config.profile, PROFILES)
     c = dataclasses.replace(config, model_options=dict(config.model_options))
-    for name in ("train_size", "dev_size", "test_size", "gen_size", "checkpoint_every"):
-        if getattr(c, name) is None:
-            setattr(c, name, preset[name])
-    if c.max_epochs is None:
-        c.max_epochs = preset["max_epochs"][c.phase]
+    missing = [name for name in PROFILE_FIELDS if getattr(c, name) is None]
+    if missing or is_profile_path(c.profile):
+        # the profile file is read only when it has something to give (or names a file):
+        # a run whose every size is explicit (e.g. from fruit run) may carry any name
+        profile = load_profile(c.profile)  # FruitError listing the shipped profiles
+        settings = profile.run_settings(c.phase, c.architecture)
+        for name in missing:
+            setattr(c, name, settings[name])
+        c.profile = profile.name  # a path becomes the name that its results go under
     if c.parameter_seed is None:
         c.parameter_seed = derive_seed(c.seed, "parameters")
     if c.shuffle_seed is None:

@@ -4,8 +4,10 @@ Example::
 
     fruit train --task question-formation --architecture Tf+Nd --profile smoke --generate-data
 
-The run folder is ``OUT/runs/<profile>/<task>/<architecture>/<phase>-<index>``
-unless ``--run-dir`` is given. Running the same command again resumes an
+Sizes, the checkpoint interval and max epochs come from ``--profile`` (fruit.profiles,
+the same files as ``fruit run``) unless given explicitly. The run folder is
+``OUT/runs/<profile name>/<task>/<architecture>/<phase>-<index>`` unless ``--run-dir``
+is given. Running the same command again resumes an
 unfinished run, or prints the metrics of a finished one.
 """
 
@@ -15,6 +17,7 @@ import json
 import sys
 
 from fruit import training
+from fruit.profiles import profile_names
 
 
 def add_arguments(parser) -> None:
@@ -22,7 +25,12 @@ def add_arguments(parser) -> None:
     a = parser.add_argument
     a("--task", required=True, help="task slug, e.g. question-formation")
     a("--architecture", required=True, help="e.g. Tf, Tf+Nd, LSTM+Sup+R")
-    a("--profile", default=defaults.profile, choices=sorted(training.PROFILES))
+    a(
+        "--profile",
+        default=defaults.profile,
+        help=f"a shipped profile ({', '.join(profile_names())}) or the path of your own .toml: "
+        f"sizes, checkpoint interval and max epochs come from it (default: {defaults.profile})",
+    )
     a("--phase", default=defaults.phase, choices=training.PHASES)
     a("--index", type=int, default=defaults.index, help="trial or run number")
     a("--seed", type=int, default=defaults.seed, help="run seed (other seeds derive from it)")
