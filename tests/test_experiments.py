@@ -203,3 +203,38 @@ def test_progress_estimate_and_line():
     assert stream.getvalue() == (
         "[paper] done 3 / running 2 / failed 1 / left 14 of 20 | elapsed 0:00:00 | remaining ~0:03:45\n"
     )
+
+
+def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
+    """The sizes a sweep passes to the train notebook are the ones `fruit train --profile`
+    resolves by itself: one source (fruit.profiles) for both."""
+    from fruit import training
+
+    for name in SHIPPED:
+        p = load_profile(name)
+        for task, arch in [(p.tasks[0], a) for a in p.architectures]:
+            specs = search_specs(p, task, arch)[:1] + final_specs(p, task, arch, 1e-3, 512)[:1]
+            for spec in specs:
+                params = spec.parameters(
+                    p, data_dir=tmp_path, run_dir=tmp_path, results_dir=tmp_path,
+                    device="cpu", threads=1,
+                )  # fmt: skip
+                config = training.resolve_config(
+                    training.RunConfig(task, arch, phase=spec.phase, profile=name)
+                )
+                for field in training.PROFILE_FIELDS:
+                    assert params[field] == getattr(config, field), (name, arch, spec.phase)
+                assert params["profile"] == config.profile == name
+
+
+def test_profiles_module_imports_neither_training_nor_experiments():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, fruit.profiles as p; p.load_profile('paper');"
+        "print(sorted(m for m in sys.modules if m.startswith(('fruit.training', 'fruit.experiments'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

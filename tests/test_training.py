@@ -222,6 +222,8 @@ def test_resume_refuses_different_settings(tmp_path, data_dir):
         (["--task", "nope", "--architecture", "Tf"], "unknown task 'nope'; valid choices:"),
         (["--task", "passivization", "--architecture", "GRU"], "unknown architecture 'GRU'"),
         (["--task", "passivization", "--architecture", "Tf", "--data-dir", "/nonexistent/x"], "data directory /nonexistent/x does not exist"),
+        (["--task", "passivization", "--architecture", "Tf", "--profile", "nope"], "unknown profile 'nope'; valid choices: PATH.toml, paper, quick, smoke"),
+        (["--task", "passivization", "--architecture", "Tf", "--profile", "/nonexistent/mine.toml"], "profile file '/nonexistent/mine.toml' does not exist"),
     ],
 )  # fmt: skip
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
@@ -321,16 +323,102 @@ def test_data_errors_name_the_problem(tmp_path, data_dir):
     assert sorted(p.name for p in partial.iterdir()) == ["dev.tsv"]  # never overwritten
 
 
-def test_profile_presets_and_explicit_sizes():
-    c = training.resolve_config(training.RunConfig("passivization", "LSTM", profile="paper"))
-    assert (c.train_size, c.checkpoint_every, c.max_epochs) == (100_000, 80_000, 1000)
-    c = training.resolve_config(
-        training.RunConfig("passivization", "LSTM", profile="paper", phase="search")
+# ---------------------------------------------------------------- profiles (fruit.profiles)
+
+
+def shipped_toml(name: str) -> dict:
+    """A shipped profile read with tomllib alone: the oracle for what resolve_config fills."""
+    import tomllib
+
+    return tomllib.loads((Path(training.__file__).parent / "profiles" / f"{name}.toml").read_text())
+
+
+def expected_max_epochs(raw: dict, phase: str, architecture: str) -> int:
+    epochs = raw[phase]["max_epochs"]
+    return epochs.get(architecture, epochs["default"]) if isinstance(epochs, dict) else epochs
+
+
+@pytest.mark.parametrize("name", ["smoke", "quick", "paper"])
+def test_sizes_come_from_the_profile_file(name):
+    raw = shipped_toml(name)
+    for phase in ("search", "final"):
+        for architecture in ("Tf", "Tf+Nd", "LSTM+Sup+R"):
+            c = training.resolve_config(
+                training.RunConfig("passivization", architecture, profile=name, phase=phase)
+            )
+            sizes = (c.train_size, c.dev_size, c.test_size, c.gen_size)
+            assert sizes == tuple(raw["data"][s] for s in ("train", "dev", "test", "gen"))
+            assert c.checkpoint_every == raw["training"]["checkpoint_every"]
+            assert c.max_epochs == expected_max_epochs(raw, phase, architecture)
+            assert c.profile == name
+            assert c.parameter_seed != c.shuffle_seed and c.sampling_seed == 123
+
+
+def test_per_architecture_epochs_and_explicit_fields_win():
+    raw = shipped_toml("quick")
+    assert isinstance(raw["final"]["max_epochs"], dict)  # else this test shows nothing
+    tf, nd = (
+        training.resolve_config(training.RunConfig("passivization", a, profile="quick"))
+        for a in ("Tf", "Tf+Nd")
     )
-    assert c.max_epochs == 5
-    assert c.parameter_seed != c.shuffle_seed and c.sampling_seed == 123
-    with pytest.raises(training.FruitError, match="unknown profile 'mine'"):
+    assert (tf.max_epochs, nd.max_epochs) == (
+        raw["final"]["max_epochs"]["default"],
+        raw["final"]["max_epochs"]["Tf+Nd"],
+    )
+    assert tf.max_epochs != nd.max_epochs
+    c = training.resolve_config(
+        training.RunConfig("passivization", "Tf+Nd", profile="quick", train_size=5, max_epochs=9)
+    )
+    assert (c.train_size, c.max_epochs) == (5, 9)
+    assert (c.dev_size, c.checkpoint_every) == (
+        raw["data"]["dev"],
+        raw["training"]["checkpoint_every"],
+    )
+
+
+USER_PROFILE = """
+name = "mine"
+tasks = ["question-formation"]
+architectures = ["Tf"]
+[data]
+train = 40
+dev = 10
+test = 10
+gen = 10
+[search]
+trials = 1
+max_epochs = 3
+[final]
+max_epochs = { default = 2, "Tf" = 1 }
+[training]
+checkpoint_every = 20
+"""
+
+
+def test_user_profile_file_and_unknown_names(tmp_path):
+    path = tmp_path / "my-profile.toml"
+    path.write_text(USER_PROFILE)
+    c = training.resolve_config(training.RunConfig("passivization", "Tf", profile=str(path)))
+    assert (c.train_size, c.dev_size, c.checkpoint_every, c.max_epochs) == (40, 10, 20, 1)
+    assert c.profile == "mine"  # the name its results go under, not the path
+    c = training.resolve_config(training.RunConfig("passivization", "LSTM", profile=str(path)))
+    assert c.max_epochs == 2
+    c = training.resolve_config(
+        training.RunConfig("passivization", "LSTM", profile=str(path), phase="search")
+    )
+    assert c.max_epochs == 3
+    # without [training] checkpoint_every: the paper's 80,000 (models.md §12.1)
+    path.write_text(USER_PROFILE.replace("checkpoint_every = 20", ""))
+    c = training.resolve_config(training.RunConfig("passivization", "Tf", profile=str(path)))
+    assert c.checkpoint_every == 80_000
+    with pytest.raises(training.FruitError, match="profile file '.*nope.toml' does not exist"):
+        training.resolve_config(training.RunConfig("passivization", "LSTM", profile="nope.toml"))
+    with pytest.raises(
+        training.FruitError,
+        match=r"^unknown profile 'mine'; valid choices: PATH.toml, paper, quick, smoke$",
+    ):
         training.resolve_config(training.RunConfig("passivization", "LSTM", profile="mine"))
+    # every size explicit (as fruit run passes them): the name needs no file
     sizes = dict(
         train_size=1, dev_size=1, test_size=1, gen_size=1, checkpoint_every=1, max_epochs=1
     )
@@ -338,3 +426,24 @@ def test_profile_presets_and_explicit_sizes():
         training.RunConfig("passivization", "LSTM", profile="mine", **sizes)
     )
     assert c.profile == "mine"
+    assert not hasattr(training, "PROFILES")  # one source of sizes: the TOML files
+
+
+def test_cli_trains_with_a_user_profile_file(tmp_path, capsys):
+    path = tmp_path / "my-profile.toml"
+    path.write_text(USER_PROFILE)
+    argv = [
+        "train", "--task", "question-formation", "--architecture", "Tf", "--d", "16",
+        "--profile", str(path), "--batch-tokens", "128",
+        "--data-dir", str(tmp_path / "data"), "--generate-data",
+        "--output-dir", str(tmp_path / "results"), "--device", "cpu", "--no-progress",
+    ]  # fmt: skip
+    assert cli_main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    run_dir = tmp_path / "results" / "runs" / "mine" / "question-formation" / "Tf" / "final-0"
+    assert printed == json.loads((run_dir / "metrics.json").read_text())
+    assert printed["profile"] == "mine" and printed["examples_seen"] == 40  # 1 epoch of 40
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["train_size"], config["checkpoint_every"], config["max_epochs"]) == (40, 20, 1)
+    log = training.read_log(run_dir)  # a checkpoint every 20 examples, from the file
+    assert [e // 20 for e in log["examples_seen"]] == [1, 2]
