@@ -106,10 +106,10 @@ def test_smoke_through_a_dask_scheduler_gives_the_same_metrics(local_smoke, tmp_
     assert _metrics(tmp_path / "results") == _metrics(home / "results")
 
 
-# A longer run than smoke's, so that a worker can be killed in the middle of it. It is
-# named "smoke" because the train notebook's size presets know only the shipped names.
+# A longer run than smoke's, so that a worker can be killed in the middle of it. Its own
+# name: the sweep gives the notebook every size, so no shipped profile is needed.
 LONGER = """
-name = "smoke"
+name = "longer"
 seed = 5
 tasks = ["question-formation"]
 architectures = ["Tf"]
@@ -150,7 +150,7 @@ def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
     assert calm.returncode == 0, calm.stdout + calm.stderr
 
     results = tmp_path / "results"
-    victim = results / "runs/smoke/question-formation/Tf/final-0"
+    victim = results / "runs/longer/question-formation/Tf/final-0"
     with dask_processes(tmp_path) as address:
         sweep = subprocess.Popen(
             [sys.executable, "-m", "fruit", "run", *common, "--results", str(results), "--scheduler", address],
@@ -185,7 +185,7 @@ def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
     # nothing lost or corrupted: the resumed run ends exactly like the uninterrupted one
     m = json.loads((victim / "metrics.json").read_text())
     c = json.loads(
-        (tmp_path / "calm/runs/smoke/question-formation/Tf/final-0/metrics.json").read_text()
+        (tmp_path / "calm/runs/longer/question-formation/Tf/final-0/metrics.json").read_text()
     )
     m.pop("train_seconds"), c.pop("train_seconds")
     assert m == c

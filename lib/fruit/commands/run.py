@@ -82,7 +82,8 @@ def _cluster(args):
 
 
 def main(args: argparse.Namespace) -> int:
-    from fruit.experiments import groups, load_profile
+    from fruit.experiments import groups
+    from fruit.profiles import load_profile
 
     profile = load_profile(args.profile)
     if args.retries < 0:
