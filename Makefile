@@ -4,6 +4,8 @@
 #   make test        -- the default test suite (a few minutes on 2 CPU cores)
 #   make test-slow   -- the slow tests only
 #   make lint        -- ruff
+# TORCH picks the PyTorch build (default: torch==2.13.0). For another build, e.g. CUDA:
+#   make clean-venv && make TORCH="torch --index-url https://download.pytorch.org/whl/cu124" test
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -16,7 +18,7 @@ BIN      = $(VENV)/bin
 $(BIN)/fruit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
