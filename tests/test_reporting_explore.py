@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from fruit.errors import FruitError
 from fruit.models import build_model
 from fruit.reporting_explore import (
@@ -110,3 +111,27 @@ def test_source_adds_the_marker_and_rejects_unknown_words():
     assert run.source("the sleeps", marker="decl")[-1] == "decl"
     with pytest.raises(FruitError, match="walrus"):
         run.source("the walrus sleeps")
+
+
+def test_load_run_defaults_to_the_automatic_device(tmp_path):
+    """load_run rebuilds a saved model on fruit.device.resolve_device("auto") unless told."""
+    import json
+
+    from fruit.device import resolve_device
+    from fruit.reporting_explore import load_run
+
+    data = tmp_path / "data" / "question-formation"
+    data.mkdir(parents=True)
+    (data / "train.tsv").write_text("the sleeps quest\tsleeps the\n", encoding="utf-8")
+    run = tiny_run("Tf+Sup")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = {**run.config, "data_dir": str(tmp_path / "data"), "vocab_size": run.vocab.size}
+    (run_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    torch.save({"model": run.model.state_dict()}, run_dir / "best.pt")
+    loaded = load_run(run_dir)
+    assert loaded.device.type == resolve_device("auto").type
+    assert load_run(run_dir, device="cpu").device.type == "cpu"
+    tokens = torch.tensor([run.vocab.encode(["the", "sleeps", "quest"])])
+    with torch.no_grad():
+        assert torch.allclose(loaded.model(tokens.to(loaded.device)).cpu(), run.model(tokens))

@@ -61,9 +61,12 @@ class LoadedRun:
 
 
 def load_run(
-    run_dir: str | Path, device: str = "cpu", data_dir: str | Path | None = None
+    run_dir: str | Path, device: str = "auto", data_dir: str | Path | None = None
 ) -> LoadedRun:
-    """Rebuild a finished (or running) run's model with its best parameters."""
+    """Rebuild a finished (or running) run's model with its best parameters.
+
+    ``device`` is "auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N".
+    """
     from fruit.device import resolve_device
     from fruit.models import build_model
     from fruit.tasks import Vocabulary, get_task, read_tsv
