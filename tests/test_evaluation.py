@@ -327,3 +327,71 @@ def test_incremental_greedy_decoding_matches_full_forward_passes(architecture, d
         assert output == expected
         lengths.add(len(output))
     assert len(lengths) > 1, lengths  # rows finished at different steps
+
+
+def test_next_token_log_probs_match_the_oracle_at_every_real_position():
+    model = OracleModel()
+    strings = [[3, 1, 4], [2], [], [0, 0, 1, 2, 3]]
+    with torch.no_grad():
+        logp, real = evaluation.next_token_log_probs(model, strings, eos_id=EOS)
+    assert logp.shape == real.shape == (4, 6)
+    for b, w in enumerate(strings):
+        assert real[b].tolist() == [t <= len(w) for t in range(6)]
+        for t, following in enumerate(w + [EOS]):
+            expected = math.log(oracle_next(w[:t])[following])
+            assert math.isclose(float(logp[b, t]), expected, rel_tol=1e-5, abs_tol=1e-6)
+
+
+def test_prompt_state_gives_the_next_token_distribution_after_the_prompt():
+    model = OracleModel()
+    prompts = [[3, 1, 4], [0, 2, 2]]
+    for given in (prompts, torch.tensor(prompts)):
+        logits, state = evaluation.prompt_state(model, given)
+        assert logits.shape == (2, V + 1)
+        for row, prompt in enumerate(prompts):
+            probs = logits[row].double().softmax(-1).tolist()
+            assert all(math.isclose(p, q, rel_tol=1e-5) for p, q in zip(probs, oracle_next(prompt)))
+    # the state continues the prompt: one more step gives p(. | prompt + [1])
+    logits, _ = model.step(state, torch.tensor([1, 1]))
+    probs = logits[0].double().softmax(-1).tolist()
+    assert all(math.isclose(p, q, rel_tol=1e-5) for p, q in zip(probs, oracle_next([3, 1, 4, 1])))
+
+
+class MarkerTask:
+    """Token "4" is the transformation marker; targets are easy functions of the sentence."""
+
+    transform_marker = "4"
+
+    def target(self, source):
+        return source[-2::-1] if source[-1] == "4" else source[:-1]
+
+    def linear(self, sentence):
+        return sorted(sentence)
+
+
+def test_decoded_examples_rows_and_probabilities():
+    model = OracleModel()
+    sources = [["3", "1", "4"], ["2", "0"], ["1", "1", "2", "4"]]
+    rows = evaluation.decoded_examples(
+        model, MarkerTask(), IdVocab(), sources, samples=2, max_tokens=6
+    )
+    kinds = ["hierarchical target", "linear target", "greedy", "sample 1", "sample 2"]
+    expected_kinds = kinds + [k for k in kinds if k != "linear target"] + kinds
+    assert [r["kind"] for r in rows] == expected_kinds
+    by = {(r["source"], r["kind"]): r["output"] for r in rows}
+    assert by["3 1 4", "hierarchical target"] == "1 3"
+    assert by["3 1 4", "linear target"] == "1 3"
+    assert by["2 0", "hierarchical target"] == "2"
+    for r in rows:
+        x = [int(t) for t in r["source"].split()]
+        y = [int(t) for t in r["output"].split()]
+        assert math.isclose(r["probability"], oracle_sequence_prob(x, y), rel_tol=1e-4)
+        if r["kind"] == "greedy":  # the argmax chain of the oracle, at most 6 tokens
+            chain = []
+            while len(chain) < 6:
+                p = oracle_next(x + chain)
+                token = max(range(V + 1), key=p.__getitem__)
+                if token == EOS:
+                    break
+                chain.append(token)
+            assert y == chain

@@ -60,6 +60,24 @@ def evaluating(model):
 # ---------------------------------------------------------------- exact scores
 
 
+def next_token_log_probs(
+    model, strings: Sequence[Ids], *, eos_id: int, device=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One teacher-forced pass over right-padded strings (with the graph, if enabled).
+
+    Returns ``logp`` (B, n+1) with ``logp[b, t] = log p(w_{t+1} | w_1..w_t)`` where
+    w_{|w|+1} is EOS, in the model's dtype, and ``real`` (B, n+1), False at padding.
+    """
+    device = device or model_device(model)
+    tokens = pad(strings, 0, device)  # (B, n); padding is any valid id
+    # following[b, t] = w_{t+1}, with EOS after the last token; -1 = padding
+    following = pad([list(s) + [eos_id] for s in strings], -1, device)  # (B, n+1)
+    logp = model(tokens).log_softmax(-1)  # (B, n+1, V+1)
+    real = following >= 0
+    picked = logp.gather(-1, following.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, n+1)
+    return picked, real
+
+
 def target_log_probs(
     model,
     pairs: Sequence[tuple[Ids, Ids]],
@@ -80,16 +98,12 @@ def target_log_probs(
     with evaluating(model):
         for batch in evaluation_batches(lengths, batch_tokens):
             strings = [list(pairs[i][0]) + list(pairs[i][1]) for i in batch]
-            tokens = pad(strings, 0, device)  # (B, n)
-            # next[b, t] = w_{t+1}, with EOS after the last token; -1 = padding
-            nxt = pad([s + [eos_id] for s in strings], -1, device)  # (B, n+1)
-            logp = model(tokens).log_softmax(-1)  # (B, n+1, V+1)
-            picked = logp.gather(-1, nxt.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, n+1)
-            picked = picked.double()
+            picked, real = next_token_log_probs(model, strings, eos_id=eos_id, device=device)
+            picked = picked.double()  # (B, n+1)
             src_len = torch.tensor([len(pairs[i][0]) for i in batch], device=device)
-            positions = torch.arange(nxt.size(1), device=device).unsqueeze(0)  # (1, n+1)
+            positions = torch.arange(picked.size(1), device=device).unsqueeze(0)  # (1, n+1)
             # positions |x| .. |x|+|y| predict y_1 .. y_|y|, EOS
-            in_target = (positions >= src_len.unsqueeze(1)) & (nxt >= 0)
+            in_target = (positions >= src_len.unsqueeze(1)) & real
             full[batch] = torch.where(in_target, picked, 0.0).sum(1).cpu()
             first[batch] = picked.gather(1, src_len.unsqueeze(1)).squeeze(1).cpu()
     return full, first
@@ -114,6 +128,21 @@ def prompt_batches(prompts: Sequence[Ids], prompt_tokens: int) -> list[list[int]
         group = by_length[length]
         batches += [group[k : k + size] for k in range(0, len(group), size)]
     return batches
+
+
+def prompt_state(model, prompts):
+    """Feed equal-length prompts: ``model.start`` then ``model.step`` over each position.
+
+    ``prompts`` is a (B, |x|) LongTensor or B id lists of one length. Returns the logits
+    for the first output token (B, V+1) and the state after the prompt.
+    """
+    if not torch.is_tensor(prompts):
+        prompts = torch.tensor([list(p) for p in prompts], dtype=torch.long)
+    x = prompts.to(model_device(model))  # (B, |x|)
+    logits, state = model.start(x.size(0))
+    for t in range(x.size(1)):
+        logits, state = model.step(state, x[:, t])
+    return logits, state
 
 
 def sample_continuations(
@@ -145,9 +174,7 @@ def sample_continuations(
         for batch in prompt_batches(prompts, prompt_tokens):
             x = torch.tensor([list(prompts[i]) for i in batch], dtype=torch.long, device=device)
             x = x.repeat_interleave(num_samples, dim=0)  # (R, |x|), R = b * num_samples
-            logits, state = model.start(x.size(0))
-            for t in range(x.size(1)):
-                logits, state = model.step(state, x[:, t])
+            logits, state = prompt_state(model, x)
             # row r of the state is sample (batch[r // S], r % S)
             rows = torch.arange(x.size(0), device=device)
             for k in range(max_tokens):
@@ -270,3 +297,47 @@ def show_outputs(model, vocab, sources, *, greedy=True, max_tokens=50, seed=SAMP
         greedy=greedy,
     )
     return [vocab.decode(per_source[0]) for per_source in ids]
+
+
+def decoded_examples(
+    model, task, vocab, sources, *, samples: int = 1, max_tokens: int = 50, seed=SAMPLING_SEED
+) -> list[dict]:
+    """Greedy and sampled outputs next to both targets, each with p(output | source).
+
+    For each source (tokens ending in a task marker): the hierarchical target, the
+    linear-rule target (transformation sources only), the greedy output and ``samples``
+    sampled outputs. One row per (source, output): ``{"source", "kind", "output",
+    "probability"}`` with space-joined strings; the probability includes EOS.
+    """
+    sources = [list(s) for s in sources]
+    prompts = [vocab.encode(s) for s in sources]
+    eos = vocab.eos_id
+    greedy = sample_continuations(
+        model, prompts, eos_id=eos, num_samples=1, max_tokens=max_tokens, greedy=True
+    )
+    sampled = (
+        sample_continuations(
+            model, prompts, eos_id=eos, num_samples=samples, max_tokens=max_tokens, seed=seed
+        )
+        if samples
+        else [[] for _ in sources]
+    )
+    rows = []  # (source index, kind, output tokens)
+    for i, source in enumerate(sources):
+        rows.append((i, "hierarchical target", task.target(source)))
+        if source[-1] == task.transform_marker:
+            rows.append((i, "linear target", task.linear(source[:-1])))
+        rows.append((i, "greedy", vocab.decode(greedy[i][0])))
+        rows += [(i, f"sample {k + 1}", vocab.decode(s)) for k, s in enumerate(sampled[i])]
+    log_p, _ = target_log_probs(
+        model, [(prompts[i], vocab.encode(out)) for i, _, out in rows], eos_id=eos
+    )
+    return [
+        {
+            "source": " ".join(sources[i]),
+            "kind": kind,
+            "output": " ".join(out),
+            "probability": float(p),
+        }
+        for (i, kind, out), p in zip(rows, log_p.exp().tolist())
+    ]

@@ -107,11 +107,9 @@ def load_run(
 
 def _prompt_state(run: LoadedRun, source: list[str]):
     """Feed the source to the model: -> (logits for y_1 (1, V+1), state)."""
-    ids = torch.tensor(run.vocab.encode(source), device=run.device)
-    logits, state = run.model.start(1)
-    for t in range(len(ids)):
-        logits, state = run.model.step(state, ids[t : t + 1])
-    return logits, state
+    from fruit.evaluation import prompt_state
+
+    return prompt_state(run.model, [run.vocab.encode(source)])
 
 
 def _word(run: LoadedRun, i: int) -> str:
@@ -170,34 +168,22 @@ def best_outputs(
     return out + unfinished[: k - len(out)]
 
 
-@torch.no_grad()
 def target_probability(run: LoadedRun, source: list[str], target: list[str]) -> float:
     """p(target | source), EOS included, by one teacher-forced forward pass."""
-    x, y = run.vocab.encode(source), run.vocab.encode(target)
-    tokens = torch.tensor([x + y], device=run.device)
-    logp = run.model(tokens).float().log_softmax(-1)[0]  # (n+1, V+1)
-    following = y + [run.vocab.eos_id]
-    positions = range(len(x), len(x) + len(y) + 1)  # position t predicts w_{t+1}
-    return math.exp(sum(float(logp[t, w]) for t, w in zip(positions, following)))
+    from fruit.evaluation import target_log_probs
+
+    pair = (run.vocab.encode(source), run.vocab.encode(target))
+    full, _ = target_log_probs(run.model, [pair], eos_id=run.vocab.eos_id)
+    return math.exp(float(full[0]))
 
 
 def decoded(run: LoadedRun, source: list[str], samples: int = 5, seed: int = 123) -> list[dict]:
-    """Greedy and sampled outputs next to the hierarchical and linear targets, with p(y | x)."""
-    from fruit.evaluation import sample_continuations
+    """Greedy and sampled outputs next to the hierarchical and linear targets, with p(y | x):
+    ``fruit.evaluation.decoded_examples`` for one source, rows {"kind", "output", "probability"}."""
+    from fruit.evaluation import decoded_examples
 
-    ids = run.vocab.encode(source)
-    eos = run.vocab.eos_id
-    greedy = sample_continuations(run.model, [ids], eos_id=eos, num_samples=1, greedy=True)[0][0]
-    sampled = sample_continuations(run.model, [ids], eos_id=eos, num_samples=samples, seed=seed)[0]
-    rows = [("hierarchical target", run.task.target(source))]
-    if source[-1] == run.task.transform_marker:
-        rows.append(("linear target", run.task.linear(source[:-1])))
-    rows.append(("greedy", run.vocab.decode(greedy)))
-    rows += [(f"sample {i + 1}", run.vocab.decode(s)) for i, s in enumerate(sampled)]
-    return [
-        {"kind": kind, "output": " ".join(out), "probability": target_probability(run, source, out)}
-        for kind, out in rows
-    ]
+    rows = decoded_examples(run.model, run.task, run.vocab, [source], samples=samples, seed=seed)
+    return [{k: row[k] for k in ("kind", "output", "probability")} for row in rows]
 
 
 # --- stack actions ---------------------------------------------------------------------------
