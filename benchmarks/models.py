@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+
+from fruit.batching import training_batches
+from fruit.evaluation import next_token_log_probs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,34 +42,16 @@ def load_load() -> str:
 
 
 def make_batches(strings: list[list[int]], budget: int, seed: int = 0) -> list[list[list[int]]]:
-    """Sort by length and pack greedily so that b * max|w| <= budget; shuffle the batches."""
-    batches, current = [], []
-    for w in sorted(strings, key=len):
-        if current and (len(current) + 1) * len(w) > budget:
-            batches.append(current)
-            current = []
-        current.append(w)
-    if current:
-        batches.append(current)
-    random.Random(seed).shuffle(batches)
-    return batches
+    """Training batches as in fruit.batching (b * max|w| <= budget), as lists of strings."""
+    lengths = [len(w) for w in strings]
+    batches = training_batches(lengths, budget, random.Random(seed))
+    return [[strings[i] for i in batch] for batch in batches]
 
 
-def to_tensors(batch: list[list[int]], eos: int, device):
-    n = max(len(w) for w in batch)
-    tokens = torch.zeros(len(batch), n, dtype=torch.long)
-    targets = torch.full((len(batch), n + 1), -100, dtype=torch.long)
-    for row, w in enumerate(batch):
-        tokens[row, : len(w)] = torch.tensor(w)
-        targets[row, : len(w)] = torch.tensor(w)
-        targets[row, len(w)] = eos
-    return tokens.to(device), targets.to(device), sum(len(w) + 1 for w in batch)
-
-
-def train_step(model, optimizer, tokens, targets):
-    logits = model(tokens)
-    loss = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100, reduction="sum")
-    loss = loss / tokens.shape[0]
+def train_step(model, optimizer, batch: list[list[int]], eos: int) -> float:
+    """Mean over strings of -log p(w EOS), backward, clipping at 10, one optimiser step."""
+    logp, real = next_token_log_probs(model, batch, eos_id=eos)  # (B, n+1)
+    loss = -torch.where(real, logp, 0.0).sum() / len(batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
@@ -83,14 +67,13 @@ def measure(arch, vocab_size, batches, device, seconds, min_steps, warmup):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for batch in batches[:warmup]:
-        train_step(model, optimizer, *to_tensors(batch, vocab_size, device)[:2])
+        train_step(model, optimizer, batch, vocab_size)
     sync()
     tokens_done, steps, start = 0, 0, time.perf_counter()
     for batch in batches[warmup:] + batches[:warmup]:
-        tokens, targets, count = to_tensors(batch, vocab_size, device)
-        train_step(model, optimizer, tokens, targets)
+        train_step(model, optimizer, batch, vocab_size)
         sync()
-        tokens_done += count
+        tokens_done += sum(len(w) + 1 for w in batch)  # predicted positions, EOS included
         steps += 1
         if steps >= min_steps and time.perf_counter() - start >= seconds:
             break

@@ -33,3 +33,31 @@ def test_benchmark_skips_without_data(repo_root, tmp_path, capsys):
     bench = load_benchmark(repo_root)
     assert bench.main(["--data-dir", str(tmp_path)]) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+def test_train_step_loss_is_the_mean_string_cross_entropy(repo_root):
+    """The benchmark's loss against per-string cross-entropy without padding, before the step."""
+    import torch
+    import torch.nn.functional as F
+
+    from fruit.models import build_model
+
+    bench = load_benchmark(repo_root)
+    torch.manual_seed(0)
+    vocab_size = 5
+    model = build_model("Tf+Sup", vocab_size=vocab_size, d=8, dropout=0.0)
+    batch = [[1, 2, 3], [4], [0, 0, 1, 2, 3, 4]]
+    with torch.no_grad():
+        expected = sum(
+            float(
+                F.cross_entropy(
+                    model(torch.tensor([w]))[0], torch.tensor(w + [vocab_size]), reduction="sum"
+                )
+            )
+            for w in batch
+        ) / len(batch)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss = bench.train_step(model, optimizer, batch, vocab_size)
+    assert abs(loss - expected) < 1e-4 * max(1.0, expected)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
