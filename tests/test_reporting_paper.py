@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
+
 from fruit.reporting_render import latex_table, latex_tabular
-from fruit.reporting_runs import COLUMNS, TASK_ORDER
+from fruit.reporting_runs import COLUMNS, TASK_ORDER, TASK_TITLES
 from fruit.reporting_tables import (
     BEST,
     Row,
@@ -118,6 +119,15 @@ def test_paper_has_the_seven_tables(paper_tex):
         assert all(len(cells) == 7 for _, cells in t["rows"])
         # one bold cell per column in every table of the paper
         assert [sum(cells[j][2] for _, cells in t["rows"]) for j in range(7)] == [1] * 7
+
+
+def test_task_titles_name_the_tasks_of_the_papers_captions(paper_tex):
+    """Each table title's words occur in the paper's caption of that table."""
+    for task in TASK_ORDER:
+        chunk = paper_tex[paper_tex.index(rf"\label{{tab:{task}}}") :]
+        caption = chunk.split("\n")[1]  # the caption's text follows the label's line
+        words = set(re.findall(r"[a-z]+", re.sub(r"\\textit\{([^}]*)\}", r"\1", caption.lower())))
+        assert set(TASK_TITLES[task].lower().split()) <= words, (task, caption[:80])
 
 
 @pytest.mark.parametrize("task", TASK_ORDER)

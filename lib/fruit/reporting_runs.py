@@ -13,37 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fruit.errors import FruitError, unknown_choice
+from fruit.models.registry import ARCHITECTURES
+from fruit.tasks import TASKS
 
-# The paper's seven result tables, in the paper's order, with the captions' task names.
-TASK_TITLES = {
-    "question-formation": "question formation",
+# The paper's seven result tables, in the paper's order (fruit.tasks.TASKS), with the
+# captions' task names: the slug in words, except that German comes first.
+_CAPTION_NAMES = {
     "question-formation-in-german": "German question formation",
-    "tense-reinflection-with-do": "tense reinflection with do",
-    "passivization": "passivization",
-    "question-formation-with-have": "question formation with have",
-    "tense-reinflection": "tense reinflection",
     "passivization-in-german": "German passivization",
 }
-TASK_ORDER = tuple(TASK_TITLES)
+TASK_ORDER = TASKS
+TASK_TITLES = {t: _CAPTION_NAMES.get(t, t.replace("-", " ")) for t in TASKS}
 
-# The 15 architectures, in the order of the paper's table rows.
-ARCHITECTURE_ORDER = (
-    "Tf",
-    "Tf+Sup",
-    "Tf+Sup+Sup",
-    "Tf+Nd",
-    "Tf+Nd+Nd",
-    "RNN",
-    "RNN+Sup",
-    "RNN+Sup+R",
-    "RNN+Nd",
-    "RNN+Nd+R",
-    "LSTM",
-    "LSTM+Sup",
-    "LSTM+Sup+R",
-    "LSTM+Nd",
-    "LSTM+Nd+R",
-)
+# The 15 architectures, in the order of the paper's table rows (fruit.models.ARCHITECTURES).
+ARCHITECTURE_ORDER = ARCHITECTURES
 
 # Table columns: (accuracy, column) in the paper's order. Partial accuracy has no test column.
 COLUMNS = (
