@@ -7,13 +7,14 @@ import math
 import statistics
 
 import pytest
+from PIL import Image
+from test_reporting_fakes import write_fake_results, write_run
+
 from fruit import reporting
 from fruit.errors import FruitError
 from fruit.reporting_render import format_std, latex_table, markdown_table
 from fruit.reporting_runs import ARCHITECTURE_ORDER, COLUMNS, load_runs
 from fruit.reporting_tables import bar_chart_data
-from PIL import Image
-from test_reporting_fakes import write_fake_results, write_run
 
 QF = "question-formation"
 
@@ -172,6 +173,9 @@ def test_reduced_scale_profiles_say_so(tmp_path):
         assert "reduced-scale" not in render(paper)
     assert "reduced-scale profile: quick" in reporting.figure_title("quick")
     assert "reduced-scale" not in reporting.figure_title("paper")
+    assert "reduced-scale profile: paper" in reporting.figure_title("paper", reduced=True)
+    assert "reduced-scale" not in reporting.figure_title("quick", reduced=False)
+    assert reporting.scale_note(reporting.PAPER, reduced=True) == ""
 
 
 def test_bar_chart_keeps_rows_with_printed_test_fa_at_least_0_9(tmp_path):
@@ -186,7 +190,8 @@ def test_report_writes_every_file_and_png_sizes(tmp_path):
     results = tmp_path / "runs"
     tasks = [QF, "passivization"]
     write_fake_results(results, "smoke", tasks, ["Tf", "Tf+Nd", "RNN"], runs=2)
-    written = reporting.report(results, "smoke", tmp_path / "tables", tmp_path / "figures")
+    tables, written = reporting.report(results, "smoke", tmp_path / "tables", tmp_path / "figures")
+    assert list(tables) == tasks and tables[QF].row("Tf").runs == 2
     ours = tmp_path / "tables" / "smoke"
     for task in tasks:
         for name in (

@@ -9,7 +9,7 @@ The functions the notebooks (``tables.ipynb``, ``figures.ipynb``) and ``fruit re
     write_paper_tables("results/tables/paper-reported")   # the paper's numbers, same renderer
     write_paper_figures("figures/paper-reported")
 
-``report(...)`` does all of it. Reporting reads only ``metrics.json`` files and the
+``report(...)`` does all of it and returns ``(tables, written)``. Reporting reads only ``metrics.json`` files and the
 transcribed paper numbers (``fruit/reporting_data``).
 """
 
@@ -39,6 +39,7 @@ from fruit.reporting_tables import (
     comparison,
     paper_bar_charts,
     paper_table,
+    scale_note,
     tasks_with_runs,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "load_tables",
     "paper_tables",
     "report",
+    "scale_note",
     "write_comparisons",
     "write_figures",
     "write_paper_figures",
@@ -131,7 +133,7 @@ def write_comparisons(tables: dict[str, Table], out_dir: str | Path) -> list[Pat
 def figure_title(source: str, reduced: bool | None = None) -> str:
     if source == PAPER:
         return "Reported in the paper (mean of 5 runs, ±1 std; models with test FA ≥ 0.900)"
-    note = Table("", [], source=source, reduced=reduced).scale_note or f"profile {source}"
+    note = scale_note(source, reduced) or f"profile {source}"
     return f"Ours; {note} (mean over runs, ±1 std; models with test FA ≥ 0.900)"
 
 
@@ -177,9 +179,11 @@ def report(
     expected_runs: int | None = None,
     paper: bool = True,
     figures: bool = True,
-) -> dict[str, list[Path]]:
+) -> tuple[dict[str, Table], dict[str, list[Path]]]:
     """Everything: tables, comparisons and figures of ``profile`` (in ``<dir>/<profile>/``) and,
-    with ``paper``, the paper's own tables and figures (in ``<dir>/paper-reported/``)."""
+    with ``paper``, the paper's own tables and figures (in ``<dir>/paper-reported/``).
+
+    Returns ``(tables, written)``: task -> our table, and kind -> the files written."""
     tables = load_tables(results_dir, profile, expected_runs)
     written = {
         "tables": write_tables(tables, Path(tables_dir) / profile),
@@ -191,7 +195,7 @@ def report(
         written["paper_tables"] = write_paper_tables(Path(tables_dir) / PAPER)
         if figures:
             written["paper_figures"] = write_paper_figures(Path(figures_dir) / PAPER)
-    return written
+    return tables, written
 
 
 def summary(tables: dict[str, Table]) -> str:

@@ -11,7 +11,7 @@ import csv
 import io
 
 from fruit.reporting_runs import COLUMNS
-from fruit.reporting_tables import PriorRow, Row, Table, paper_footnotes
+from fruit.reporting_tables import PAPER, PriorRow, Row, Table, paper_footnotes
 
 HEADERS = {"test": "Test", "hierarchical": "Hier.", "linear": "Linear", "log_ratio": "Log Ratio"}
 ARROWS = {"test": "↑", "hierarchical": "↑", "linear": "↓", "log_ratio": "↑"}
@@ -41,7 +41,7 @@ def format_prior(value: float) -> str:
 def caption(table: Table) -> str:
     """The plain-text caption: task, and the scale note of a reduced-scale profile."""
     text = f"Results on {table.title}"
-    if table.source != "paper-reported":
+    if table.source != PAPER:
         text += f" (ours; {table.scale_note or f'profile {table.source}'})"
     else:
         text += " (numbers reported in the paper)"

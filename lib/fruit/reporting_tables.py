@@ -73,6 +73,18 @@ class PriorRow:
     note: str = ""
 
 
+def scale_note(source: str, reduced: bool | None = None) -> str:
+    """ "reduced-scale profile: <source>" for results of a reduced-scale profile, else "".
+
+    ``reduced`` None means every profile but "paper" is reduced; the paper's own numbers
+    (``source`` PAPER) carry no note.
+    """
+    reduced = source != "paper" if reduced is None else reduced
+    if source == PAPER or not reduced:
+        return ""
+    return f"reduced-scale profile: {source}"
+
+
 @dataclass
 class Table:
     task: str
@@ -89,10 +101,7 @@ class Table:
     @property
     def scale_note(self) -> str:
         """The line every table and figure of a non-paper profile carries ("" otherwise)."""
-        reduced = self.source != "paper" if self.reduced is None else self.reduced
-        if self.source == PAPER or not reduced:
-            return ""
-        return f"reduced-scale profile: {self.source}"
+        return scale_note(self.source, self.reduced)
 
     def row(self, architecture: str) -> Row | None:
         return next((r for r in self.rows if r.architecture == architecture), None)

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from fruit import reporting
 
-    written = reporting.report(
+    tables, written = reporting.report(
         args.results,
         args.profile,
         tables_dir=args.out,
@@ -55,7 +55,6 @@ def main(args: argparse.Namespace) -> int:
         paper=not args.no_paper,
         figures=not args.no_figures,
     )
-    tables = reporting.load_tables(args.results, args.profile, args.expected_runs)
     print(reporting.summary(tables))
     for kind, paths in written.items():
         folders = sorted({str(p.parent) for p in paths})
