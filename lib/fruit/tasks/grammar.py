@@ -201,13 +201,3 @@ class Grammar:
             result = dict(result)
         memo[key] = result
         return result
-
-    def reachable_terminals(self) -> frozenset[str]:
-        seen, todo = {self.start}, [self.start]
-        while todo:
-            for rule in self.by_lhs.get(todo.pop(), ()):
-                for s in rule.rhs:
-                    if s not in seen:
-                        seen.add(s)
-                        todo.append(s)
-        return frozenset(s for s in seen if s in self.terminals)
