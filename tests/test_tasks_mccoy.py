@@ -211,7 +211,7 @@ def test_with_do_keeps_polarity_and_lexical_verbs():
 
 def test_unknown_marker_and_bad_sentences():
     qf = get_task("question-formation")
-    with pytest.raises(ValueError, match="unknown marker"):
+    with pytest.raises(FruitError, match="unknown marker 'PRESENT'.*valid choices: decl, quest"):
         qf.target(toks("my raven does change . PRESENT"))
     with pytest.raises(FruitError, match="not a sentence"):
         qf.transform(toks("my raven change does ."))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
+
+from fruit.errors import FruitError
 
 Tokens = list[str]
 Example = tuple[Tokens, Tokens]  # (source including marker, target)
@@ -54,15 +57,51 @@ class Task(ABC):
 
     def target(self, source: Tokens) -> Tokens:
         """The published-style target of a source that ends in a marker."""
-        *sentence, marker = source
+        marker = source[-1] if source else None
         if marker == self.identity_marker:
-            return list(sentence)
+            return list(source[:-1])
         if marker == self.transform_marker:
-            return self.transform(sentence)
-        raise ValueError(
-            f"{self.slug}: unknown marker {marker!r}; expected "
-            f"{self.identity_marker!r} or {self.transform_marker!r}"
+            return self.transform(list(source[:-1]))
+        raise FruitError(
+            f"{self.slug}: unknown marker {marker!r} at the end of {' '.join(source)!r}; "
+            f"valid choices: {self.identity_marker}, {self.transform_marker}"
         )
+
+    def malformed(self, sentence: Tokens, problem: str) -> FruitError:
+        """The error for a sentence that a rule cannot apply to."""
+        return FruitError(f"{self.slug}: {problem} in {' '.join(sentence)!r}")
+
+
+# ------------------------------------------------------------- shared rule pieces
+
+
+def first_index(sentence: Tokens, words: Collection[str]) -> int | None:
+    """Index of the first token of ``sentence`` that is one of ``words`` (None: none is)."""
+    return next((i for i, token in enumerate(sentence) if token in words), None)
+
+
+def front(sentence: Tokens, i: int) -> Tokens:
+    """Question formation: ``sentence[i]`` first, the rest in order, the final '.' made '?'.
+
+    FruitError if the sentence does not end in '.' (or ``i`` is that '.').
+    """
+    if not sentence or sentence[-1] != ".":
+        raise FruitError(f"expected a sentence ending in '.', got {' '.join(sentence)!r}")
+    if not 0 <= i < len(sentence) - 1:
+        raise FruitError(f"no word {i + 1} to front in {' '.join(sentence)!r}")
+    return [sentence[i], *sentence[:i], *sentence[i + 1 : -1], "?"]
+
+
+def auxiliary_pair(sentence: Tokens, auxiliaries: Collection[str]) -> tuple[str, str] | None:
+    """The two auxiliaries of a sentence, in order; None unless it has exactly two."""
+    found = [token for token in sentence if token in auxiliaries]
+    return (found[0], found[1]) if len(found) == 2 else None
+
+
+def same_number_opposite_polarity(a: str, b: str, singular: Collection[str]) -> bool:
+    """The English question gen filter (tasks.md §4.1, §4.5): both auxiliaries singular
+    or both plural, exactly one of them negated ("n't")."""
+    return (a in singular) == (b in singular) and a.endswith("n't") != b.endswith("n't")
 
 
 def first_word_match(output: Tokens, reference: Tokens) -> bool:

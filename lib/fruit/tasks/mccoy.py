@@ -77,7 +77,6 @@ PRESENT_AUX = {
 PAST_AUX = {False: "did", True: "didn't"}
 AUXILIARIES = frozenset(PRESENT_AUX.values()) | frozenset(PAST_AUX.values())
 NUMBER = {**{n: "sg" for n in NOUNS_SG}, **{n: "pl" for n in NOUNS_PL}}
-AUX_NUMBER = {aux: number for (number, _), aux in PRESENT_AUX.items()}
 
 _DET = frozenset(DETERMINERS)
 _PREP = frozenset(PREPOSITIONS)

@@ -9,7 +9,7 @@ Withheld from ``passiv`` examples: a prepositional phrase on the subject.
 
 from __future__ import annotations
 
-from fruit.tasks.base import Tokens, second_word_match
+from fruit.tasks.base import Tokens, first_index, second_word_match
 from fruit.tasks.generation import GrammarTask, lexicon
 
 
@@ -25,6 +25,10 @@ class Passivization(GrammarTask):
     def split(self, sentence: Tokens) -> tuple[Tokens, str, Tokens]:
         """(subject NP, verb, object NP) of ``Subject Verb Object .``."""
         i = 5 if self.subject_modifier(sentence) == "PP" else 2
+        if len(sentence) < i + 4 or sentence[i] not in self.verbs or sentence[-1] != ".":
+            raise self.malformed(
+                sentence, "expected 'Det N [Prep Det N] Verb Det N [Prep Det N] .'"
+            )
         return sentence[:i], sentence[i], sentence[i + 1 : -1]
 
     def withheld(self, sentence: Tokens) -> bool:
@@ -35,12 +39,18 @@ class Passivization(GrammarTask):
 
     def second_np(self, sentence: Tokens) -> Tokens:
         """tasks.md §5.3: from the first determiner at index >= 2, 'Det N' or 'Det N Prep Det N'."""
-        j = next(j for j in range(2, len(sentence)) if sentence[j] in self.oblique_determiners)
+        j = first_index(sentence[2:], self.oblique_determiners)
+        if j is None or j + 3 >= len(sentence):
+            raise self.malformed(sentence, "no second noun phrase after the first two words")
+        j += 2
         long = j + 2 < len(sentence) and sentence[j + 2] in self.prepositions
         return sentence[j : j + (5 if long else 2)]
 
     def first_verb(self, sentence: Tokens) -> str:
-        return next(t for t in sentence[2:] if t in self.verbs)
+        i = first_index(sentence[2:], self.verbs)
+        if i is None:
+            raise self.malformed(sentence, "no verb after the first two words")
+        return sentence[i + 2]
 
 
 class EnglishPassivization(Passivization):
@@ -141,10 +151,14 @@ class GermanPassivization(Passivization):
 
     def _to_case(self, np: Tokens, number: str, cases: tuple[str, ...], to_case: str) -> Tokens:
         """Re-inflect the determiner and head noun of an NP; a PP after them stays."""
-        det = _inflect(GERMAN_DETERMINERS, np[0], number, cases, to_case)
-        noun = _inflect(GERMAN_NOUNS, np[1], number, cases, to_case)
+        det = noun = None
+        if len(np) >= 2:
+            det = _inflect(GERMAN_DETERMINERS, np[0], number, cases, to_case)
+            noun = _inflect(GERMAN_NOUNS, np[1], number, cases, to_case)
         if det is None or noun is None:
-            raise ValueError(f"{self.slug}: cannot read {np[:2]} as {number} {'/'.join(cases)}")
+            raise self.malformed(
+                np, f"cannot read a determiner and noun ({number} {'/'.join(cases)})"
+            )
         return [det, noun, *np[2:]]
 
     def _passive(self, patient: Tokens, number: str, verb: str, agent_dative: Tokens) -> Tokens:

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import random
 
-from fruit.errors import FruitError
-from fruit.tasks.base import Tokens
-from fruit.tasks.mccoy import AUX_NUMBER, PRESENT_AUX, McCoyTask, Slot, parse, table
+from fruit.tasks.base import (
+    Tokens,
+    auxiliary_pair,
+    first_index,
+    first_word_match,
+    front,
+    same_number_opposite_polarity,
+)
+from fruit.tasks.mccoy import PRESENT_AUX, McCoyTask, Slot, parse, table
 
 # Appendix A: dev+test pooled counts; columns intrans, none, PP, SRC-intrans, SRC-trans, ORC.
 IN_DISTRIBUTION = {
@@ -46,6 +52,7 @@ GENERALIZATION = table(
 )
 
 QUESTION_AUXILIARIES = frozenset(PRESENT_AUX.values())
+SINGULAR_AUXILIARIES = frozenset(PRESENT_AUX["sg", negated] for negated in (False, True))
 
 
 class QuestionFormation(McCoyTask):
@@ -61,23 +68,26 @@ class QuestionFormation(McCoyTask):
         """move-main: front the auxiliary that follows the subject noun phrase."""
         main = parse(sentence).finite
         if sentence[main] not in QUESTION_AUXILIARIES:
-            raise FruitError(
-                f"{self.slug}: expected a main auxiliary "
-                f"({', '.join(sorted(QUESTION_AUXILIARIES))}) at token {main + 1} of "
-                f"{' '.join(sentence)!r}"
+            raise self.malformed(
+                sentence,
+                f"expected a main auxiliary ({', '.join(sorted(QUESTION_AUXILIARIES))}) "
+                f"at token {main + 1}",
             )
-        return [sentence[main], *sentence[:main], *sentence[main + 1 : -1], "?"]
+        return front(sentence, main)
 
     def linear(self, sentence: Tokens) -> Tokens:
         """move-first: front the first auxiliary of the sentence."""
-        for i, token in enumerate(sentence):
-            if token in QUESTION_AUXILIARIES:
-                return [token, *sentence[:i], *sentence[i + 1 : -1], "?"]
-        raise FruitError(f"{self.slug}: no auxiliary in {' '.join(sentence)!r}")
+        parse(sentence)  # FruitError if it is not a sentence of the McCoy grammars
+        first = first_index(sentence, QUESTION_AUXILIARIES)
+        if first is None:
+            raise self.malformed(
+                sentence, f"no auxiliary ({', '.join(sorted(QUESTION_AUXILIARIES))})"
+            )
+        return front(sentence, first)
 
     def partial_match(self, output: Tokens, reference: Tokens) -> bool:
         """First-word check (tasks.md §3.1)."""
-        return bool(output) and bool(reference) and output[0] == reference[0]
+        return first_word_match(output, reference)
 
     def is_withheld(self, sentence: Tokens) -> bool:
         """A subject with a relative clause."""
@@ -85,13 +95,8 @@ class QuestionFormation(McCoyTask):
 
     def gen_filter(self, sentence: Tokens) -> bool:
         """Exactly two auxiliaries, of the same number and opposite polarity."""
-        auxiliaries = [t for t in sentence if t in QUESTION_AUXILIARIES]
-        if len(auxiliaries) != 2:
-            return False
-        first, main = auxiliaries
-        return AUX_NUMBER[first] == AUX_NUMBER[main] and first.endswith("n't") != main.endswith(
-            "n't"
-        )
+        pair = auxiliary_pair(sentence, QUESTION_AUXILIARIES)
+        return pair is not None and same_number_opposite_polarity(*pair, SINGULAR_AUXILIARIES)
 
     def spell(self, items: list, rng: random.Random) -> Tokens:
         out: Tokens = []

@@ -8,7 +8,14 @@ Withheld from ``quest`` examples: a relative clause on the subject.
 
 from __future__ import annotations
 
-from fruit.tasks.base import Tokens, first_word_match
+from fruit.tasks.base import (
+    Tokens,
+    auxiliary_pair,
+    first_index,
+    first_word_match,
+    front,
+    same_number_opposite_polarity,
+)
 from fruit.tasks.generation import GrammarTask
 
 
@@ -28,16 +35,18 @@ class QuestionFormation(GrammarTask):
 
     def main_auxiliary(self, sentence: Tokens) -> int:
         i = self.subject_end(sentence)
-        if i >= len(sentence) or sentence[i] not in self.auxiliaries:
-            raise ValueError(f"{self.slug}: no main auxiliary after the subject in {sentence}")
+        if i is None or i >= len(sentence) or sentence[i] not in self.auxiliaries:
+            raise self.malformed(sentence, "no main auxiliary after the subject")
         return i
 
     def transform(self, sentence: Tokens) -> Tokens:
-        return _front(sentence, self.main_auxiliary(sentence))
+        return front(sentence, self.main_auxiliary(sentence))
 
     def linear(self, sentence: Tokens) -> Tokens:
-        first = next(i for i, token in enumerate(sentence) if token in self.auxiliaries)
-        return _front(sentence, first)
+        first = first_index(sentence, self.auxiliaries)
+        if first is None:
+            raise self.malformed(sentence, f"no auxiliary ({', '.join(sorted(self.auxiliaries))})")
+        return front(sentence, first)
 
     def partial_match(self, output: Tokens, reference: Tokens) -> bool:
         return first_word_match(output, reference)
@@ -45,16 +54,24 @@ class QuestionFormation(GrammarTask):
     def withheld(self, sentence: Tokens) -> bool:
         return self.subject_modifier(sentence) == "RC"
 
+    def gen_class(self, annotated: Tokens, sentence: Tokens) -> str | None:
+        pair = auxiliary_pair(sentence, self.auxiliaries)
+        if pair is None or not self.contrasting(*pair):
+            return None
+        return self.relative_clause_kind(annotated, sentence)
+
+    def contrasting(self, first: str, main: str) -> bool:
+        """The gen filter on the two auxiliaries of a withheld sentence."""
+        raise NotImplementedError
+
+    def relative_clause_kind(self, annotated: Tokens, sentence: Tokens) -> str:
+        """ "SRC" or "ORC": the subject's relative clause (the gen quota class)."""
+        raise NotImplementedError
+
     def gen_quota(self, size: int) -> dict[str, int]:
         # Mueller's quota: at most 2/3 subject relative clauses, 1/3 object ones.
         src = round(2 * size / 3)
         return {"SRC": src, "ORC": size - src + 1}
-
-
-def _front(sentence: Tokens, i: int) -> Tokens:
-    """sentence[i], the rest in order, with the final '.' replaced by '?'."""
-    assert sentence[-1] == ".", sentence
-    return [sentence[i], *sentence[:i], *sentence[i + 1 : -1], "?"]
 
 
 class QuestionFormationWithHave(QuestionFormation):
@@ -71,21 +88,17 @@ class QuestionFormationWithHave(QuestionFormation):
             return "RC"
         return "PP" if third in self.prepositions else "none"
 
-    def subject_end(self, sentence: Tokens) -> int:
+    def subject_end(self, sentence: Tokens) -> int | None:
         # Every relative clause holds exactly one auxiliary (tasks.md §4.1): after a
         # subject RC the main auxiliary is the second one, otherwise the first.
         auxiliaries = [i for i, token in enumerate(sentence) if token in self.auxiliaries]
-        return auxiliaries[1] if self.subject_modifier(sentence) == "RC" else auxiliaries[0]
+        nth = 1 if self.subject_modifier(sentence) == "RC" else 0
+        return auxiliaries[nth] if len(auxiliaries) > nth else None
 
-    def gen_class(self, annotated: Tokens, sentence: Tokens) -> str | None:
-        auxiliaries = [t for t in sentence if t in self.auxiliaries]
-        if len(auxiliaries) != 2:
-            return None
-        a, b = auxiliaries
-        same_number = (a in self.singular_auxiliaries) == (b in self.singular_auxiliaries)
-        opposite_polarity = a.endswith("n't") != b.endswith("n't")
-        if not (same_number and opposite_polarity):
-            return None
+    def contrasting(self, first: str, main: str) -> bool:
+        return same_number_opposite_polarity(first, main, self.singular_auxiliaries)
+
+    def relative_clause_kind(self, annotated: Tokens, sentence: Tokens) -> str:
         # SRC: the relative pronoun is followed by the auxiliary; ORC: by the RC's subject.
         return "SRC" if sentence[3] in self.auxiliaries else "ORC"
 
@@ -104,21 +117,18 @@ class QuestionFormationInGerman(QuestionFormation):
             return "RC"
         return "PP" if third in self.prepositions else "none"
 
-    def subject_end(self, sentence: Tokens) -> int:
+    def subject_end(self, sentence: Tokens) -> int | None:
         modifier = self.subject_modifier(sentence)
         if modifier == "RC":  # the relative clause runs up to its closing comma
-            return sentence.index(",", 3) + 1
+            close = first_index(sentence[3:], {","})
+            return None if close is None else close + 4
         return 5 if modifier == "PP" else 2
 
-    def gen_class(self, annotated: Tokens, sentence: Tokens) -> str | None:
-        auxiliaries = [t for t in sentence if t in self.auxiliaries]
-        if len(auxiliaries) != 2:
-            return None
-        a, b = auxiliaries
-        same_number = (a in self.singular_auxiliaries) == (b in self.singular_auxiliaries)
-        one_modal = (a in self.modal) != (b in self.modal)
-        if not (same_number and one_modal):
-            return None
+    def contrasting(self, first: str, main: str) -> bool:
+        same_number = (first in self.singular_auxiliaries) == (main in self.singular_auxiliaries)
+        return same_number and (first in self.modal) != (main in self.modal)
+
+    def relative_clause_kind(self, annotated: Tokens, sentence: Tokens) -> str:
         # The relative pronoun's annotation says which rule made the RC: {RN}
         # (nominative pronoun: subject RC) or {RA} (accusative: object RC). The
         # surface form alone is ambiguous for plural "die".

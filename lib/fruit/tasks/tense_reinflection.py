@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 
-from fruit.errors import FruitError
 from fruit.tasks.base import Tokens
 from fruit.tasks.mccoy import (
     AUXILIARIES,
@@ -139,24 +138,24 @@ class TenseReinflection(McCoyTask):
         out = list(sentence)
         for finite, controller in parse(sentence).agreement():
             if not self._is_finite(sentence[finite]):
-                raise FruitError(
-                    f"{self.slug}: expected {'an auxiliary' if self.with_do else 'a verb'} "
-                    f"at token {finite + 1} of {' '.join(sentence)!r}"
+                raise self.malformed(
+                    sentence,
+                    f"expected {'an auxiliary' if self.with_do else 'a verb'} "
+                    f"at token {finite + 1}",
                 )
             out[finite] = self._present(sentence[finite], NUMBER[sentence[controller]])
         return out
 
     def linear(self, sentence: Tokens) -> Tokens:
         """agree-recent: each finite word agrees with the most recent noun."""
+        parse(sentence)  # FruitError if it is not a sentence of the McCoy grammars
         out, number = [], None
         for word in sentence:
             if word in NUMBER:
                 number = NUMBER[word]
             elif self._is_finite(word):
                 if number is None:
-                    raise FruitError(
-                        f"{self.slug}: a verb before any noun in {' '.join(sentence)!r}"
-                    )
+                    raise self.malformed(sentence, "a verb before any noun")
                 word = self._present(word, number)
             out.append(word)
         return out
