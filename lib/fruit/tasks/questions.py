@@ -25,13 +25,18 @@ class QuestionFormation(GrammarTask):
     partial_kind = "first-word"
     auxiliaries: frozenset[str]
     prepositions: frozenset[str]
+    relative_clause_openers: frozenset[str]  # the word after the subject's "Det N"
 
-    def subject_end(self, sentence: Tokens) -> int:
-        """Index of the first token after the subject NP."""
+    def subject_end(self, sentence: Tokens) -> int | None:
+        """Index of the first token after the subject NP (None: the sentence has none)."""
         raise NotImplementedError
 
     def subject_modifier(self, sentence: Tokens) -> str:
-        raise NotImplementedError
+        # The word after "Det N" tells: a relative clause opener, a preposition or neither.
+        third = sentence[2] if len(sentence) > 2 else None
+        if third in self.relative_clause_openers:
+            return "RC"
+        return "PP" if third in self.prepositions else "none"
 
     def main_auxiliary(self, sentence: Tokens) -> int:
         i = self.subject_end(sentence)
@@ -79,14 +84,8 @@ class QuestionFormationWithHave(QuestionFormation):
     grammar_file = "question-formation-with-have.cfg"
     auxiliaries = frozenset({"have", "has", "haven't", "hasn't"})
     singular_auxiliaries = frozenset({"has", "hasn't"})
-    relative_pronouns = frozenset({"who", "that"})
+    relative_clause_openers = frozenset({"who", "that"})
     prepositions = frozenset({"around", "near", "with", "upon", "by", "behind", "above", "below"})
-
-    def subject_modifier(self, sentence: Tokens) -> str:
-        third = sentence[2] if len(sentence) > 2 else None
-        if third in self.relative_pronouns:
-            return "RC"
-        return "PP" if third in self.prepositions else "none"
 
     def subject_end(self, sentence: Tokens) -> int | None:
         # Every relative clause holds exactly one auxiliary (tasks.md §4.1): after a
@@ -110,12 +109,7 @@ class QuestionFormationInGerman(QuestionFormation):
     modal = frozenset({"kann", "können"})
     singular_auxiliaries = frozenset({"kann", "hat"})
     prepositions = frozenset({"bei", "neben", "hinter", "über", "unter"})
-
-    def subject_modifier(self, sentence: Tokens) -> str:
-        third = sentence[2] if len(sentence) > 2 else None
-        if third == ",":
-            return "RC"
-        return "PP" if third in self.prepositions else "none"
+    relative_clause_openers = frozenset({","})
 
     def subject_end(self, sentence: Tokens) -> int | None:
         modifier = self.subject_modifier(sentence)
