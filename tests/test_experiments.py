@@ -9,16 +9,8 @@ from pathlib import Path
 import pytest
 
 from fruit.errors import FruitError
-from fruit.experiments import (
-    derive_seed,
-    draw_search_setting,
-    final_specs,
-    load_profile,
-    plan,
-    profile_names,
-    search_specs,
-    select_best,
-)
+from fruit.experiments import draw_search_setting, final_specs, plan, search_specs, select_best
+from fruit.profiles import derive_seed, load_profile, profile_names
 
 SHIPPED = ("smoke", "quick", "paper")
 
@@ -87,6 +79,11 @@ def test_user_profile_file(tmp_path: Path):
         ),
         ('tasks = ["passivization"]\narchitectures = ["Tf"]\n[data]\ntrain = 1\n', "needs dev"),
         ("tasks = [", "not valid TOML"),
+        (
+            'tasks = ["passivization"]\narchitectures = ["Tf"]\n[training]\ncheckpoint_evry = 5\n',
+            r"^profile .*bad.toml: unknown key in \[training\] 'checkpoint_evry'; "
+            r"valid choices: checkpoint_every, .*target_params$",
+        ),
     ],
 )
 def test_bad_profiles_are_explained(tmp_path: Path, text, message):
@@ -206,8 +203,8 @@ def test_progress_estimate_and_line():
 
 
 def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
-    """The sizes a sweep passes to the train notebook are the ones `fruit train --profile`
-    resolves by itself: one source (fruit.profiles) for both."""
+    """The sizes, data folder and data seed a sweep passes to the train notebook are the
+    ones `fruit train --profile` resolves by itself: one source (fruit.profiles) for both."""
     from fruit import training
 
     for name in SHIPPED:
@@ -216,7 +213,7 @@ def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
             specs = search_specs(p, task, arch)[:1] + final_specs(p, task, arch, 1e-3, 512)[:1]
             for spec in specs:
                 params = spec.parameters(
-                    p, data_dir=tmp_path, run_dir=tmp_path, results_dir=tmp_path,
+                    p, data_dir=Path("data") / name, run_dir=tmp_path, results_dir=tmp_path,
                     device="cpu", threads=1,
                 )  # fmt: skip
                 config = training.resolve_config(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_experiments_cluster import dask_processes, fruit_run
 
-from fruit.experiments import load_profile
+from fruit.profiles import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"

@@ -1,14 +1,17 @@
 """Helpers for the experiment-runner tests: a fake train notebook and fake data.
 
 The fake notebook honours the run-folder contract (contracts.md §4) without any
-training: it "trains" for ``fake_steps`` steps of ``fake_step_seconds`` each, writes a
+training: it "trains" for ``steps`` steps of ``step_seconds`` each, writes a
 checkpoint after every step, resumes from it (printing that it did), and writes a
 metrics.json whose validation cross-entropy is a known function of (lr, B, seed). It
-fails on purpose for the runs listed in ``fake_fail`` (``{name: times}``).
+fails on purpose for the runs listed in ``fail`` (``{name: times}``). These settings are
+in ``DATA_DIR/fake.json`` (``write_fake_data``): a profile's ``[training]`` table holds
+only RunConfig fields.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -20,6 +23,8 @@ from pathlib import Path
 from fruit.io import atomic_write_json
 
 out = Path(run_dir)
+fake = json.loads((Path(data_dir) / "fake.json").read_text())
+fake_steps, fake_step_seconds, fake_fail = fake["steps"], fake["step_seconds"], fake["fail"]
 name = f"{task}/{architecture}/{phase}-{index}"
 failures_file = out / "fake_failures"
 failed = int(failures_file.read_text()) if failures_file.exists() else 0
@@ -73,9 +78,6 @@ run_dir = "."
 generate_data = True
 threads = None
 device = "auto"
-fake_steps = 2
-fake_step_seconds = 0.0
-fake_fail = {}
 """
 
 
@@ -94,8 +96,14 @@ def write_fake_notebook(folder: Path) -> Path:
     return path
 
 
-def write_fake_data(data_dir: Path, tasks, lines: int = 5) -> None:
-    """Five user-provided files per task (no data.json: taken as they are)."""
+def write_fake_data(
+    data_dir: Path, tasks, lines: int = 5, steps: int = 2, step_seconds: float = 0.0, fail=None
+) -> None:
+    """Five user-provided files per task (no data.json: taken as they are), and the fake
+    notebook's settings (fake.json)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings = {"steps": steps, "step_seconds": step_seconds, "fail": fail or {}}
+    (data_dir / "fake.json").write_text(json.dumps(settings))
     for task in tasks:
         folder = data_dir / task
         folder.mkdir(parents=True, exist_ok=True)
@@ -103,7 +111,7 @@ def write_fake_data(data_dir: Path, tasks, lines: int = 5) -> None:
             (folder / f"{split}.tsv").write_text("a b . quest\tb a ?\n" * lines)
 
 
-def fake_profile_toml(name="fake", trials=3, runs=2, architectures=("Tf", "Tf+Sup"), extra=""):
+def fake_profile_toml(name="fake", trials=3, runs=2, architectures=("Tf", "Tf+Sup")):
     archs = ", ".join(f'"{a}"' for a in architectures)
     return f"""
 name = "{name}"
@@ -124,10 +132,6 @@ learning_rate = [1e-5, 1e-2]
 [final]
 runs = {runs}
 max_epochs = 2
-[training]
-fake_steps = 2
-fake_step_seconds = 0.0
-{extra}
 """
 
 

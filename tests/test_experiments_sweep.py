@@ -16,9 +16,9 @@ from test_experiments_support import (
     write_fake_notebook,
 )
 
-from fruit.experiments import load_profile
 from fruit.experiments_cluster import local_cluster
 from fruit.experiments_sweep import Sweep
+from fruit.profiles import load_profile
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +95,9 @@ def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     write_fake_notebook(tmp_path)
-    write_fake_data(tmp_path / "data", ["question-formation"])
-    fail = '{"question-formation/Tf/search-1" = 1, "question-formation/Tf+Sup/search-0" = 99}'
-    profile = _profile(tmp_path, trials=2, runs=1, extra=f"fake_fail = {fail}")
+    fail = {"question-formation/Tf/search-1": 1, "question-formation/Tf+Sup/search-0": 99}
+    write_fake_data(tmp_path / "data", ["question-formation"], fail=fail)
+    profile = _profile(tmp_path, trials=2, runs=1)
 
     result, out = _sweep(tmp_path, cluster, profile, retries=1)
     assert not result.ok, out

@@ -21,6 +21,7 @@ def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
         "-p", "architecture", "Tf+Nd",
         "-p", "profile", "smoke",
         "-p", "threads", "1",
+        "-p", "num_samples", "2",  # not in the parameters cell: any RunConfig field may come
         "--cwd", str(tmp_path),  # data/ is generated and results/ written here
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -33,6 +34,14 @@ def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
     assert metrics["status"] == "complete"
     assert metrics["architecture"] == "Tf+Nd" and metrics["profile"] == "smoke"
     assert metrics["num_parameters"] == 191_085  # models.md §10.4: Tf+Nd on question formation
+    assert json.loads((run_dir / "config.json").read_text())["num_samples"] == 2
+    # the data folder and seed fruit run uses for the smoke profile
+    data = json.loads(
+        (tmp_path / "data" / "smoke" / "question-formation" / "data.json").read_text()
+    )
+    from fruit.profiles import derive_seed, load_profile
+
+    assert data["seed"] == derive_seed(load_profile("smoke").data_seed, "question-formation")
     for kind in ("full", "partial"):
         for name in ("test", "hierarchical", "linear"):
             assert 0.0 <= metrics[kind][name] <= 1.0

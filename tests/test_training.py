@@ -72,11 +72,12 @@ def test_batches_are_a_shuffled_stable_sort():
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     from fruit.tasks import get_task
+    from fruit.tasks.splits import write_task
 
     root = tmp_path_factory.mktemp("data")
     task = get_task("question-formation")
     sizes = {"train": 120, "dev": 20, "test": 20, "gen": 20}
-    training.generate_task_data(root / "question-formation", task, sizes, seed=1)
+    write_task(root, task, task.generate(seed=1, sizes=sizes))
     return root
 
 
@@ -301,12 +302,86 @@ def test_cli_trains_a_run(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     run_dir = tmp_path / "results" / "runs" / "smoke" / "question-formation" / "Tf" / "final-0"
     assert printed == json.loads((run_dir / "metrics.json").read_text())
-    assert json.loads((tmp_path / "data" / "question-formation" / "generated.json").read_text())[
+    assert json.loads((tmp_path / "data" / "question-formation" / "data.json").read_text())[
         "sizes"
     ] == {"train": 1000, "dev": 10, "test": 10, "gen": 10}
     # a second call finds the finished run and only prints its metrics
     assert cli_main(argv) == 0
     assert json.loads(capsys.readouterr().out) == printed
+
+
+def test_fruit_train_reads_the_data_fruit_run_makes(tmp_path, monkeypatch, capsys):
+    """`fruit train --profile smoke --generate-data` (all defaults) writes the data folder
+    that `fruit run --profile smoke` prepares: same folder, seed, sizes and files."""
+    from fruit.profiles import derive_seed, load_profile
+
+    monkeypatch.chdir(tmp_path / ".")
+    argv = [
+        "train", "--task", "question-formation", "--architecture", "Tf", "--d", "16",
+        "--max-epochs", "1", "--generate-data", "--device", "cpu", "--no-progress",
+    ]  # fmt: skip
+    assert cli_main(argv) == 0
+    capsys.readouterr()
+    ours = tmp_path / "data" / "smoke" / "question-formation"
+    profile = load_profile("smoke")
+    seed = derive_seed(profile.data_seed, "question-formation")  # the sweep's formula
+    record = json.loads((ours / "data.json").read_text())
+    assert record["seed"] == seed
+    assert record["sizes"] == dict(profile.sizes, train=max(1000, profile.sizes["train"]))
+    theirs = tmp_path / "sweep-data"
+    assert training.prepare_data(theirs, "question-formation", seed, profile.sizes) == "generated"
+    for name in ("train", "dev", "test", "gen", "gen.linear"):
+        assert (ours / f"{name}.tsv").read_text() == (
+            theirs / "question-formation" / f"{name}.tsv"
+        ).read_text(), name
+    # the sweep finds the folder fruit train made; a different seed is refused
+    assert (
+        training.prepare_data(
+            tmp_path / "data" / "smoke", "question-formation", seed, profile.sizes
+        )
+        == "found"
+    )
+    with pytest.raises(training.FruitError, match="holds data made with"):
+        training.prepare_data(
+            tmp_path / "data" / "smoke", "question-formation", seed + 1, profile.sizes
+        )
+    config = json.loads(
+        (tmp_path / "results/runs/smoke/question-formation/Tf/final-0/config.json").read_text()
+    )
+    assert config["data_seed"] == seed and config["train_size"] == profile.sizes["train"]
+
+
+def test_run_config_from_parameters_takes_every_field():
+    from dataclasses import fields
+
+    values = {"task": "t", "architecture": "Tf", "index": "3", "learning_rate": "0.01"}
+    values.update(target_params=1234, num_samples=7, lr_factor=0.25, data_seed=None, other=1)
+    c = training.RunConfig.from_parameters(values)
+    assert (c.index, c.learning_rate, c.target_params, c.num_samples) == (3, 0.01, 1234, 7)
+    assert c.lr_factor == 0.25 and c.data_seed is None
+    # every field can come from a mapping
+    defaults = asdict(training.RunConfig("t", "Tf"))
+    assert asdict(training.RunConfig.from_parameters(defaults)) == defaults
+    assert {f.name for f in fields(training.RunConfig)} == set(defaults)
+
+
+def test_profile_training_keys_are_the_run_config_fields_not_set_per_run():
+    """[training] may hold a RunConfig field unless fruit run sets it per run (a profile
+    value would be overridden silently) or it is derived from the run seed."""
+    from dataclasses import fields
+
+    from fruit.experiments import final_specs
+    from fruit.profiles import _TABLE_KEYS, load_profile
+
+    profile = load_profile("smoke")
+    spec = final_specs(profile, profile.tasks[0], profile.architectures[0], 1e-3, 512)[0]
+    per_run = set(spec.parameters(profile, data_dir="d", run_dir="r", results_dir="o",
+                                  device="cpu", threads=1))  # fmt: skip
+    per_run -= set(profile.training)
+    field_names = {f.name for f in fields(training.RunConfig)}
+    allowed = _TABLE_KEYS["training"]
+    assert allowed <= field_names
+    assert field_names - allowed == (per_run & field_names) | {"parameter_seed", "shuffle_seed"}
 
 
 def test_data_errors_name_the_problem(tmp_path, data_dir):
@@ -328,7 +403,10 @@ def test_data_errors_name_the_problem(tmp_path, data_dir):
 
 def shipped_toml(name: str) -> dict:
     """A shipped profile read with tomllib alone: the oracle for what resolve_config fills."""
-    import tomllib
+    try:  # the same fallback as fruit.profiles
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
 
     return tomllib.loads((Path(training.__file__).parent / "profiles" / f"{name}.toml").read_text())
 
@@ -392,6 +470,8 @@ max_epochs = 3
 max_epochs = { default = 2, "Tf" = 1 }
 [training]
 checkpoint_every = 20
+num_samples = 3
+lr_factor = 0.25
 """
 
 
@@ -418,10 +498,11 @@ def test_user_profile_file_and_unknown_names(tmp_path):
         match=r"^unknown profile 'mine'; valid choices: PATH.toml, paper, quick, smoke$",
     ):
         training.resolve_config(training.RunConfig("passivization", "LSTM", profile="mine"))
-    # every size explicit (as fruit run passes them): the name needs no file
+    # every size and the data explicit (as fruit run passes them): the name needs no file
     sizes = dict(
-        train_size=1, dev_size=1, test_size=1, gen_size=1, checkpoint_every=1, max_epochs=1
-    )
+        train_size=1, dev_size=1, test_size=1, gen_size=1, checkpoint_every=1, max_epochs=1,
+        data_dir="data/mine", data_seed=5,
+    )  # fmt: skip
     c = training.resolve_config(
         training.RunConfig("passivization", "LSTM", profile="mine", **sizes)
     )
@@ -445,5 +526,6 @@ def test_cli_trains_with_a_user_profile_file(tmp_path, capsys):
     assert printed["profile"] == "mine" and printed["examples_seen"] == 40  # 1 epoch of 40
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["train_size"], config["checkpoint_every"], config["max_epochs"]) == (40, 20, 1)
+    assert (config["num_samples"], config["lr_factor"]) == (3, 0.25)  # [training], as fruit run
     log = training.read_log(run_dir)  # a checkpoint every 20 examples, from the file
     assert [e // 20 for e in log["examples_seen"]] == [1, 2]

@@ -1,7 +1,7 @@
 """The runs an experiment profile expands into (models.md §12, design.md "Profiles").
 
 Profiles themselves (the TOML files, ``load_profile``, ``Profile``) live in
-``fruit.profiles`` and are re-exported here. A profile expands into *run
+``fruit.profiles``. A profile expands into *run
 specifications*: (task, architecture, phase, index) with every seed derived
 deterministically from the profile seed, so the same profile always means the same runs. Search runs draw the batch-token budget B and the learning rate
 from their own recorded seed; the final runs copy the winning trial's B and learning
@@ -14,21 +14,17 @@ Executing the runs is ``fruit.experiments_sweep``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 from pathlib import Path
 from typing import Any
 
 from fruit.errors import FruitError
-from fruit.profiles import (  # noqa: F401 - re-exported: fruit.experiments.load_profile etc.
-    PHASES,
-    SPLITS,
+from fruit.profiles import (
     Profile,
     derive_seed,
-    load_profile,
-    parse_profile,
-    profile_names,
+    load_profile,  # noqa: F401 - fruit.reporting imports it from here
+    run_folder,
 )
 
 # ---------------------------------------------------------------------------
@@ -54,15 +50,18 @@ class RunSpec:
     def name(self) -> str:
         return f"{self.task}/{self.architecture}/{self.phase}-{self.index}"
 
-    def folder(self, runs_root: str | Path) -> Path:
-        return Path(runs_root) / self.task / self.architecture / f"{self.phase}-{self.index}"
+    def folder(self, results_dir: str | Path) -> Path:
+        """``RESULTS/runs/<profile>/<task>/<architecture>/<phase>-<index>``."""
+        return run_folder(
+            results_dir, self.profile, self.task, self.architecture, self.phase, self.index
+        )
 
     def parameters(
         self, profile: Profile, *, data_dir, run_dir, results_dir, device: str, threads: int | None
     ) -> dict[str, Any]:
         """The papermill parameters of ``notebooks/train.ipynb`` for this run: the
-        profile's ``[training]`` table, its sizes (data, checkpoint_every, max_epochs:
-        all explicit, so the notebook needs no profile file), then the run's own settings."""
+        profile's ``[training]`` table, its sizes and data seed (all explicit, so the
+        notebook needs no profile file), then the run's own settings."""
         params = dict(profile.training)
         params.update(profile.run_settings(self.phase, self.architecture))
         params.update(
@@ -73,9 +72,9 @@ class RunSpec:
             seed=self.seed,
             learning_rate=self.learning_rate,
             batch_tokens=self.batch_tokens,
-            max_epochs=self.max_epochs,
             profile=self.profile,
             data_dir=str(data_dir),
+            data_seed=profile.task_data_seed(self.task),
             generate_data=False,  # the runner prepared data_dir/<task>/ beforehand
             run_dir=str(run_dir),
             output_dir=str(results_dir),
@@ -152,9 +151,7 @@ def plan(profile: Profile) -> dict[str, Any]:
             dataclasses.asdict(s) for t, a in groups(profile) for s in search_specs(profile, t, a)
         ],
         "final_seeds": {
-            f"{t}/{a}": [
-                derive_seed(profile.seed, t, a, "final", i) for i in range(profile.final_runs)
-            ]
+            f"{t}/{a}": [s.seed for s in final_specs(profile, t, a, 0.0, 0)]
             for t, a in groups(profile)
         },
     }
@@ -162,17 +159,6 @@ def plan(profile: Profile) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------
 # Run folders and selection
-
-
-def read_metrics(folder: str | Path) -> dict[str, Any] | None:
-    """The run's ``metrics.json``, or None while the run is unfinished (contracts.md §4)."""
-    path = Path(folder) / "metrics.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # never written by fruit (atomic)
-        raise FruitError(f"{path} is not valid JSON ({e}); remove it to rerun that run") from e
 
 
 def check_metrics_match(spec: RunSpec, metrics: dict[str, Any], folder: Path) -> None:

@@ -29,25 +29,17 @@ from typing import Any, TextIO
 
 from fruit.errors import FruitError
 from fruit.experiments import (
-    Profile,
     RunSpec,
     check_metrics_match,
-    derive_seed,
     final_specs,
     groups,
     plan,
-    read_metrics,
     search_specs,
     select_best,
 )
-from fruit.experiments_worker import (
-    EXECUTED_NOTEBOOK,
-    RunFailed,
-    execute_report,
-    execute_run,
-    prepare_task_data,
-)
-from fruit.io import atomic_write_json
+from fruit.experiments_worker import EXECUTED_NOTEBOOK, RunFailed, execute_report, execute_run
+from fruit.io import atomic_write_json, read_metrics
+from fruit.profiles import Profile
 
 REPORT_NOTEBOOKS = ("tables", "figures")
 
@@ -168,8 +160,6 @@ class Sweep:
         device: str = "auto",
         retries: int = 2,
         reports: bool = True,
-        reports_dir: str | Path | None = None,
-        figures_dir: str | Path | None = None,
         stream: TextIO | None = sys.stdout,
         poll_seconds: float = 1.0,
     ):
@@ -185,8 +175,8 @@ class Sweep:
         self.device = device
         self.retries = retries
         self.reports = reports
-        self.tables_dir = Path(reports_dir or self.results_dir / "tables").resolve()
-        self.figures_dir = Path(figures_dir or self.results_dir.parent / "figures").resolve()
+        self.tables_dir = self.results_dir / "tables"
+        self.figures_dir = self.results_dir.parent / "figures"
         self.stream = stream
         self.poll_seconds = poll_seconds
 
@@ -198,7 +188,7 @@ class Sweep:
             self.stream.flush()
 
     def _finished(self, spec: RunSpec) -> dict[str, Any] | None:
-        folder = spec.folder(self.runs_root)
+        folder = spec.folder(self.results_dir)
         metrics = read_metrics(folder)
         if metrics is not None:
             check_metrics_match(spec, metrics, folder)
@@ -208,7 +198,7 @@ class Sweep:
         params = spec.parameters(
             self.profile,
             data_dir=self.data_dir,
-            run_dir=spec.folder(self.runs_root),
+            run_dir=spec.folder(self.results_dir),
             results_dir=self.results_dir,
             device=self.device,
             threads=self.cluster.threads,
@@ -230,13 +220,15 @@ class Sweep:
     # -- phases -----------------------------------------------------------------
 
     def prepare_data(self) -> None:
+        from fruit.training import prepare_data  # the same as `fruit train --generate-data`
+
         futures = {
             task: self.client.submit(
-                prepare_task_data,
-                task,
-                derive_seed(self.profile.data_seed, task),
-                self.profile.sizes,
+                prepare_data,
                 str(self.data_dir),
+                task,
+                self.profile.task_data_seed(task),
+                self.profile.sizes,
                 key=f"data-{self.profile.name}-{task}",
                 pure=False,
             )
@@ -254,145 +246,39 @@ class Sweep:
             self.say(f"data {task}: {outcome} in {self.data_dir / task}")
 
     def run(self) -> SweepResult:
-        result = SweepResult()
-        start = time.monotonic()
-        profile = self.profile
-        self.runs_root.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.runs_root / "plan.json", plan(profile))
+        self._begin()
+        profile, result = self.profile, self.result
         self.say(
             f"profile {profile.name} ({profile.source}): {len(profile.tasks)} task(s) x "
             f"{len(profile.architectures)} architecture(s), {profile.search_trials} search "
             f"trial(s) + {profile.final_runs} final run(s) each; {self.cluster.description}"
         )
         self.prepare_data()
-
-        # Per group: its search specs, finished search metrics, and whether finals went out.
-        search = {g: search_specs(profile, *g) for g in groups(profile)}
-        search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
-        search_failed: dict[tuple[str, str], int] = defaultdict(int)
-        result.total = sum(len(s) for s in search.values()) + len(search) * profile.final_runs
-
-        progress = Progress(result.total, self.cluster.slots(), self.stream, profile.name)
-        pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
-
-        def launch(spec: RunSpec, attempt: int = 1) -> None:
-            pending[self._submit(spec, attempt)] = (spec, attempt)
-
-        def skip(group) -> None:
-            result.skipped_groups.append("/".join(group))
-            result.total -= profile.final_runs
-            progress.total -= profile.final_runs
-
-        def start_finals(group) -> None:
-            task, arch = group
-            if profile.search_trials == 0:
-                lr, b = profile.final_learning_rate, profile.final_batch_tokens
-            else:
-                if search_failed[group]:
-                    skip(group)
-                    self.say(f"final runs of {task}/{arch} skipped: search trials failed")
-                    return
-                best = select_best(search_done[group])
-                if best is None:
-                    skip(group)
-                    self.say(
-                        f"final runs of {task}/{arch} skipped: no trial has a finite validation cross-entropy"
-                    )
-                    return
-                lr, b = best["learning_rate"], best["batch_tokens"]
-                _write_if_changed(
-                    self.runs_root / task / arch / "selection.json",
-                    {
-                        "criterion": "lowest best_validation_cross_entropy among search trials",
-                        "winner": best["index"],
-                        "learning_rate": lr,
-                        "batch_tokens": b,
-                        "best_validation_cross_entropy": best["best_validation_cross_entropy"],
-                        "trials": [
-                            {
-                                k: m.get(k)
-                                for k in (
-                                    "index",
-                                    "learning_rate",
-                                    "batch_tokens",
-                                    "best_validation_cross_entropy",
-                                    "status",
-                                )
-                            }
-                            for m in sorted(search_done[group], key=lambda m: m["index"])
-                        ],
-                    },
-                )
-            for spec in final_specs(profile, task, arch, lr, b):
-                if self._finished(spec) is not None:
-                    result.found_complete += 1
-                    progress.done += 1
-                else:
-                    launch(spec)
-
-        def search_closed(group) -> bool:
-            return len(search_done[group]) + search_failed[group] == len(search[group])
-
-        unfinished = []
-        for group, specs in search.items():
-            for spec in specs:
-                metrics = self._finished(spec)
-                if metrics is not None:
-                    search_done[group].append(metrics)
-                    result.found_complete += 1
-                    progress.done += 1
-                else:
-                    unfinished.append(spec)
         # Costliest first: idle workers take runs as soon as they are submitted, so the
         # submission order (not only the Dask priority) decides what starts first.
-        for spec in sorted(unfinished, key=_cost, reverse=True):
-            launch(spec)
-        for group in search:
-            if search_closed(group):
-                start_finals(group)
+        for spec in sorted(self._collect_finished(), key=_cost, reverse=True):
+            self._launch(spec)
+        for group in self.search:
+            if self._search_closed(group):
+                self._start_finals(group)
 
-        while pending:
-            progress.running = self._running(pending)
-            progress.show(self._left_specs(search, search_done, search_failed, pending, profile))
-            done = [f for f in pending if f.done()]
+        while self.pending:
+            self.progress.running = self._running()
+            self.progress.show(self._left_specs())
+            done = [f for f in self.pending if f.done()]
             if not done:
                 time.sleep(self.poll_seconds)
-                continue
             for future in done:
-                spec, attempt = pending.pop(future)
-                group = (spec.task, spec.architecture)
+                spec, attempt = self.pending.pop(future)
                 if future.status == "finished":
-                    metrics, seconds = future.result()
-                    result.trained += 1
-                    progress.done += 1
-                    if seconds > 0:
-                        progress.finished(spec, seconds)
-                    if spec.phase == "search":
-                        search_done[group].append(metrics)
-                        if search_closed(group):
-                            start_finals(group)
-                    continue
-                error = future.exception()
-                message = str(error) or type(error).__name__
-                if type(error).__name__ == "KilledWorker":
-                    message = f"{spec.name}: its worker died repeatedly ({error})"
-                if attempt <= self.retries:
-                    self.say(f"retrying {spec.name} (attempt {attempt + 1}): {message}")
-                    launch(spec, attempt + 1)
-                    continue
-                notebook = spec.folder(self.runs_root) / EXECUTED_NOTEBOOK
-                result.failures.append(Failure(spec.name, message, notebook))
-                progress.failed += 1
-                self.say(f"FAILED {spec.name} after {attempt} attempt(s): {message}")
-                if spec.phase == "search":
-                    search_failed[group] += 1
-                    if search_closed(group):
-                        start_finals(group)
-        progress.running = 0
-        progress.show([], force=True)
-        progress.end()
+                    self._on_result(spec, *future.result())
+                else:
+                    self._on_failure(spec, attempt, future.exception())
+        self.progress.running = 0
+        self.progress.show([], force=True)
+        self.progress.end()
 
-        result.seconds = time.monotonic() - start
+        result.seconds = time.monotonic() - self._start
         self.say(
             f"runs: {result.trained} trained, {result.found_complete} found complete, "
             f"{len(result.failures)} failed, of {result.total}; {_clock(result.seconds)}"
@@ -404,26 +290,139 @@ class Sweep:
                 result.reports = self.run_reports()
             else:
                 self.say("tables and figures not made: some runs failed or were skipped")
-        result.seconds = time.monotonic() - start
+        result.seconds = time.monotonic() - self._start
         return result
 
-    def _running(self, pending) -> int:
+    # -- the state of one run() ----------------------------------------------------
+
+    def _begin(self) -> None:
+        """Fresh bookkeeping: per group its search specs, finished search metrics and
+        failed trials; the pending futures (future -> (spec, attempt))."""
+        self._start = time.monotonic()
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.runs_root / "plan.json", plan(self.profile))
+        self.result = SweepResult()
+        self.search = {g: search_specs(self.profile, *g) for g in groups(self.profile)}
+        self.search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
+        self.pending: dict[Any, tuple[RunSpec, int]] = {}
+        self.result.total = sum(map(len, self.search.values()))
+        self.result.total += len(self.search) * self.profile.final_runs
+        self.progress = Progress(
+            self.result.total, self.cluster.slots(), self.stream, self.profile.name
+        )
+
+    def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
+        self.pending[self._submit(spec, attempt)] = (spec, attempt)
+
+    def _found_complete(self) -> None:
+        self.result.found_complete += 1
+        self.progress.done += 1
+
+    def _collect_finished(self) -> list[RunSpec]:
+        """Record the search runs already finished; return the others."""
+        unfinished = []
+        for group, specs in self.search.items():
+            for spec in specs:
+                metrics = self._finished(spec)
+                if metrics is None:
+                    unfinished.append(spec)
+                else:
+                    self.search_done[group].append(metrics)
+                    self._found_complete()
+        return unfinished
+
+    def _search_closed(self, group) -> bool:
+        """Every search trial of the group finished or failed for good."""
+        closed = len(self.search_done[group]) + self.search_failed[group]
+        return closed == len(self.search[group])
+
+    def _on_result(self, spec: RunSpec, metrics: dict, seconds: float) -> None:
+        self.result.trained += 1
+        self.progress.done += 1
+        if seconds > 0:
+            self.progress.finished(spec, seconds)
+        if spec.phase == "search":
+            group = (spec.task, spec.architecture)
+            self.search_done[group].append(metrics)
+            if self._search_closed(group):
+                self._start_finals(group)
+
+    def _on_failure(self, spec: RunSpec, attempt: int, error: BaseException) -> None:
+        message = str(error) or type(error).__name__
+        if type(error).__name__ == "KilledWorker":
+            message = f"{spec.name}: its worker died repeatedly ({error})"
+        if attempt <= self.retries:
+            self.say(f"retrying {spec.name} (attempt {attempt + 1}): {message}")
+            self._launch(spec, attempt + 1)
+            return
+        notebook = spec.folder(self.results_dir) / EXECUTED_NOTEBOOK
+        self.result.failures.append(Failure(spec.name, message, notebook))
+        self.progress.failed += 1
+        self.say(f"FAILED {spec.name} after {attempt} attempt(s): {message}")
+        if spec.phase == "search":
+            group = (spec.task, spec.architecture)
+            self.search_failed[group] += 1
+            if self._search_closed(group):
+                self._start_finals(group)
+
+    def _skip(self, group, why: str) -> None:
+        self.result.skipped_groups.append("/".join(group))
+        self.result.total -= self.profile.final_runs
+        self.progress.total -= self.profile.final_runs
+        self.say(f"final runs of {'/'.join(group)} skipped: {why}")
+
+    def _start_finals(self, group) -> None:
+        """Submit the group's final runs with the fixed setting or the search winner's."""
+        profile, (task, arch) = self.profile, group
+        if profile.search_trials == 0:
+            lr, b = profile.final_learning_rate, profile.final_batch_tokens
+        elif self.search_failed[group]:
+            return self._skip(group, "search trials failed")
+        else:
+            best = select_best(self.search_done[group])
+            if best is None:
+                return self._skip(group, "no trial has a finite validation cross-entropy")
+            lr, b = best["learning_rate"], best["batch_tokens"]
+            self._write_selection(group, best)
+        for spec in final_specs(profile, task, arch, lr, b):
+            if self._finished(spec) is not None:
+                self._found_complete()
+            else:
+                self._launch(spec)
+
+    def _write_selection(self, group, best: dict) -> None:
+        keys = ("index", "learning_rate", "batch_tokens", "best_validation_cross_entropy", "status")
+        trials = sorted(self.search_done[group], key=lambda m: m["index"])
+        _write_if_changed(
+            self.runs_root / group[0] / group[1] / "selection.json",
+            {
+                "criterion": "lowest best_validation_cross_entropy among search trials",
+                "winner": best["index"],
+                "learning_rate": best["learning_rate"],
+                "batch_tokens": best["batch_tokens"],
+                "best_validation_cross_entropy": best["best_validation_cross_entropy"],
+                "trials": [{k: m.get(k) for k in keys} for m in trials],
+            },
+        )
+
+    def _running(self) -> int:
         """How many of our pending runs a worker is executing right now."""
         try:
             processing = self.client.processing()
         except Exception:  # noqa: BLE001 - the display must not break the sweep
             return 0
-        keys = {f.key for f in pending}
+        keys = {f.key for f in self.pending}
         busy = sum(1 for ks in processing.values() for k in ks if k in keys)
         return min(busy, self.cluster.slots())
 
-    def _left_specs(self, search, search_done, search_failed, pending, profile) -> list[RunSpec]:
+    def _left_specs(self) -> list[RunSpec]:
         """Runs still to do (pending, plus final runs of groups whose search is open),
         for the time estimate."""
-        left = [s for s, _ in pending.values()]
-        for (task, arch), specs in search.items():
-            if len(search_done[(task, arch)]) + search_failed[(task, arch)] < len(specs):
-                left += final_specs(profile, task, arch, 0.0, 0)
+        left = [s for s, _ in self.pending.values()]
+        for task, arch in self.search:
+            if not self._search_closed((task, arch)):
+                left += final_specs(self.profile, task, arch, 0.0, 0)
         return left
 
     # -- reports ----------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""What a Dask worker executes: one task's data, or one training run through papermill.
+"""What a Dask worker executes: one training run (or a report) through papermill.
+
+(A task's data is made by ``fruit.training.prepare_data``, submitted as it is.)
 
 These functions run on the workers (any machine sharing the file system), so they take
 only plain, picklable arguments and absolute paths, and report failure by raising
@@ -8,7 +10,6 @@ only plain, picklable arguments and absolute paths, and report failure by raisin
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
 import socket
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fruit.experiments import SPLITS, read_metrics
+from fruit.io import read_metrics
 
 RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
@@ -38,46 +39,6 @@ def log_line(folder: Path, text: str) -> None:
     """Append one line to the run folder's runner.log (the runner's record of attempts)."""
     with open(folder / RUNNER_LOG, "a", encoding="utf-8") as f:
         f.write(f"{_stamp()} {text}\n")
-
-
-# ---------------------------------------------------------------------------
-# Data
-
-
-def prepare_task_data(task_slug: str, seed: int, sizes: dict[str, int], data_dir: str) -> str:
-    """Write ``data_dir/<task>/{train,dev,test,gen,gen.linear}.tsv`` unless already there.
-
-    ``data.json`` is written last and records (seed, sizes); a folder holding the five
-    files but no ``data.json`` is taken as user-provided (e.g. published files) and used
-    as it is. Returns "found" or "generated".
-    """
-    from fruit.errors import FruitError
-    from fruit.io import atomic_write_json
-    from fruit.tasks import get_task, write_tsv
-
-    folder = Path(data_dir) / task_slug
-    files = [folder / f"{s}.tsv" for s in SPLITS] + [folder / "gen.linear.tsv"]
-    record = {"task": task_slug, "seed": seed, "sizes": dict(sizes)}
-    marker = folder / "data.json"
-    if marker.is_file():
-        found = json.loads(marker.read_text(encoding="utf-8"))
-        if found != record:
-            raise FruitError(
-                f"{folder} holds data made with {found}, but the profile asks for {record}; "
-                f"use another --data-dir or remove that folder"
-            )
-        if all(f.is_file() for f in files):
-            return "found"
-    elif all(f.is_file() for f in files):
-        return "found"
-    task = get_task(task_slug)
-    splits = task.generate(seed=seed, sizes=dict(sizes))
-    for split in SPLITS:
-        write_tsv(folder / f"{split}.tsv", splits[split])
-    # The linear-rule targets of the gen sources (the source without its marker).
-    write_tsv(folder / "gen.linear.tsv", [(s, task.linear(s[:-1])) for s, _ in splits["gen"]])
-    atomic_write_json(marker, record)
-    return "generated"
 
 
 # ---------------------------------------------------------------------------
@@ -108,13 +69,14 @@ def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
     if device in ("auto", "cuda"):
         slot = _worker_slot()
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        gpus = visible.split(",") if visible else [str(i) for i in range(_visible_gpu_count())]
+        gpus = visible.split(",") if visible else [str(i) for i in range(gpu_count())]
         if slot is not None and len(gpus) > 1:
             env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
     return env
 
 
-def _visible_gpu_count() -> int:
+def gpu_count() -> int:
+    """GPUs this process sees (0 without torch or CUDA)."""
     try:
         import torch
 

@@ -54,3 +54,16 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
 
     with atomic_open(path, "wb") as f:
         torch.save(obj, f)
+
+
+def read_metrics(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """A run folder's ``metrics.json``, or None while the run is unfinished (contracts.md §4)."""
+    path = Path(folder) / "metrics.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # never written by fruit (atomic)
+        from fruit.errors import FruitError
+
+        raise FruitError(f"{path} is not valid JSON ({e}); remove it to rerun that run") from e

@@ -19,20 +19,18 @@ through ``torch.manual_seed``) and ``shuffle_seed`` (batching) are derived from
 it unless given; ``sampling_seed`` (evaluation samples) is 123 by default. All
 are written to config.json.
 
-Missing data: when ``DIR/<task>/`` does not exist (or is empty) and
-``generate_data`` is true, the run's splits are generated with
-``get_task(task).generate(seed=data_seed, sizes=...)`` into that folder (at the
-run's sizes, but at least 1,000 training lines so that train.tsv, which defines the
-vocabulary, holds every type; plus gen.linear.tsv); otherwise a one-line error names the
-``fruit data`` command. A folder with some files but no train.tsv is never
-overwritten.
+Data: ``data_dir`` (default ``data/<profile>``) holds ``<task>/{train,dev,test,gen}.tsv``.
+With ``generate_data`` true, ``prepare_data`` -- the same function ``fruit run`` uses --
+generates an absent folder with seed ``data_seed`` (default
+``derive_seed(profile.data_seed, task)``), so ``fruit train --profile P`` and ``fruit run
+--profile P`` read the same files; otherwise a missing train.tsv is a one-line error
+naming ``fruit data``. A folder with some files but no train.tsv is never overwritten.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import io
 import json
 import math
@@ -51,8 +49,8 @@ from fruit import evaluation
 from fruit.batching import evaluation_batches, pad, training_batches
 from fruit.device import resolve_device
 from fruit.errors import FruitError, unknown_choice
-from fruit.io import atomic_torch_save, atomic_write_json, atomic_write_text
-from fruit.profiles import PHASES, is_profile_path, load_profile
+from fruit.io import atomic_torch_save, atomic_write_json, atomic_write_text, read_metrics
+from fruit.profiles import PHASES, derive_seed, is_profile_path, load_profile, run_folder
 
 LOG_COLUMNS = (
     "examples_seen",
@@ -62,10 +60,14 @@ LOG_COLUMNS = (
     "validation_cross_entropy",
     "seconds",
 )
-MIN_GENERATED_TRAIN = 1_000  # generated train.tsv files have at least this many lines
+# Generated train.tsv files have at least this many lines: train.tsv defines the
+# vocabulary, and a few hundred sentences may miss a word type (a run uses the first
+# train_size lines, so the sizes a run sees are still the profile's).
+MIN_GENERATED_TRAIN = 1_000
+DATA_MARKER = "data.json"  # written last by prepare_data: {task, seed, sizes}
 SPLIT_FIELDS = {"train": "train_size", "dev": "dev_size", "test": "test_size", "gen": "gen_size"}
 # RunConfig fields that, when None, come from the profile (fruit.profiles)
-PROFILE_FIELDS = (*SPLIT_FIELDS.values(), "checkpoint_every", "max_epochs")
+PROFILE_FIELDS = (*SPLIT_FIELDS.values(), "checkpoint_every", "max_epochs", "data_dir", "data_seed")
 
 
 @dataclass
@@ -91,10 +93,10 @@ class RunConfig:
     target_params: int = 200_000
     d: int | None = None
     model_options: dict = field(default_factory=dict)
-    # data and device
-    data_dir: str = "data"
+    # data and device (None: data/<profile>, derive_seed(profile.data_seed, task))
+    data_dir: str | None = None
     generate_data: bool = False
-    data_seed: int = 0
+    data_seed: int | None = None
     device: str = "auto"
     # seeds (None: derived from ``seed``)
     parameter_seed: int | None = None
@@ -111,19 +113,28 @@ class RunConfig:
     sample_prompt_tokens: int = evaluation.SAMPLE_PROMPT_TOKENS
     partial_on_test: bool = True
 
-
-def derive_seed(seed: int, purpose: str) -> int:
-    """A 32-bit seed that depends only on (seed, purpose)."""
-    digest = hashlib.sha256(f"{seed}/{purpose}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
+    @classmethod
+    def from_parameters(cls, parameters) -> RunConfig:
+        """A config from a mapping (papermill parameters, a profile's ``[training]``):
+        every key that names a field is used, converted to the field's type (None stays
+        None); other keys are ignored."""
+        casts = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict}
+        values = {}
+        for f in dataclasses.fields(cls):
+            if f.name in parameters:
+                value = parameters[f.name]
+                cast = casts[str(f.type).split(" | ")[0]]
+                values[f.name] = value if value is None else cast(value)
+        return cls(**values)
 
 
 def resolve_config(config: RunConfig) -> RunConfig:
     """Check names and fill every ``None`` from the profile or the seed.
 
-    Sizes, ``checkpoint_every`` and ``max_epochs`` (of this phase and architecture) come
-    from ``fruit.profiles.load_profile(config.profile)``; explicit fields win. A profile
-    given as a path is replaced by its name.
+    Sizes, ``checkpoint_every``, ``max_epochs`` (of this phase and architecture),
+    ``data_dir`` and ``data_seed`` come from ``fruit.profiles.load_profile(config.profile)``
+    exactly as ``fruit run`` sets them; explicit fields win. A profile given as a path is
+    replaced by its name.
     """
     from fruit.models import ARCHITECTURES
     from fruit.tasks import get_task
@@ -140,6 +151,8 @@ def resolve_config(config: RunConfig) -> RunConfig:
         # a run whose every size is explicit (e.g. from fruit run) may carry any name
         profile = load_profile(c.profile)  # FruitError listing the shipped profiles
         settings = profile.run_settings(c.phase, c.architecture)
+        settings["data_dir"] = str(Path("data") / profile.name)
+        settings["data_seed"] = profile.task_data_seed(c.task)
         for name in missing:
             setattr(c, name, settings[name])
         c.profile = profile.name  # a path becomes the name that its results go under
@@ -147,6 +160,7 @@ def resolve_config(config: RunConfig) -> RunConfig:
         c.parameter_seed = derive_seed(c.seed, "parameters")
     if c.shuffle_seed is None:
         c.shuffle_seed = derive_seed(c.seed, "shuffle")
+    c.data_dir = str(c.data_dir)
     for name in ("batch_tokens", "checkpoint_every", "max_epochs", "train_size"):
         if int(getattr(c, name)) < 1:
             raise FruitError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
@@ -158,7 +172,7 @@ def resolve_config(config: RunConfig) -> RunConfig:
 def run_dir_for(output_dir, config: RunConfig) -> Path:
     """``OUT/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (contracts.md §4)."""
     c = config
-    return Path(output_dir) / "runs" / c.profile / c.task / c.architecture / f"{c.phase}-{c.index}"
+    return run_folder(output_dir, c.profile, c.task, c.architecture, c.phase, c.index)
 
 
 # ---------------------------------------------------------------------------- data
@@ -183,16 +197,51 @@ def _first(examples, n, path):
     return examples if n is None else examples[:n]
 
 
-def generate_task_data(folder: Path, task, sizes: dict, seed: int) -> None:
-    """Write the splits of ``task`` (and gen.linear.tsv) into ``folder``."""
-    from fruit.tasks import write_tsv
+def prepare_data(data_dir, task_slug: str, seed: int, sizes: dict) -> str:
+    """Make ``data_dir/<task>/{train,dev,test,gen,gen.linear}.tsv`` unless already there.
 
-    splits = task.generate(seed=seed, sizes=sizes)
-    for split, examples in splits.items():
-        write_tsv(folder / f"{split}.tsv", examples)
-    linear = [(s, task.linear(s[:-1])) for s, _ in splits["gen"]]
-    write_tsv(folder / "gen.linear.tsv", linear)
-    atomic_write_json(folder / "generated.json", {"seed": seed, "sizes": sizes})
+    Used by ``fruit run`` (once per task) and by a run with ``generate_data``. The
+    splits are ``get_task(task).generate(seed, sizes)`` with at least
+    ``MIN_GENERATED_TRAIN`` training lines, written by ``fruit.tasks.splits.write_task``;
+    ``data.json`` is written last and records (task, seed, sizes); a folder whose record
+    has another seed, or fewer lines than asked, is an error (a run reads the first lines
+    of each split). A folder holding the four splits but no ``data.json`` is taken as
+    user-provided (e.g. published files) and used as it is; one with some files but not
+    all four splits is never overwritten.
+    Returns "found" or "generated".
+    """
+    from fruit.tasks import SPLITS, get_task
+    from fruit.tasks.splits import write_task
+
+    root, task = Path(data_dir), get_task(task_slug)
+    folder = root / task_slug
+    sizes = {split: int(sizes[split]) for split in SPLITS}
+    sizes["train"] = max(sizes["train"], MIN_GENERATED_TRAIN)
+    have_splits = all((folder / f"{split}.tsv").is_file() for split in SPLITS)
+    marker = folder / DATA_MARKER
+    if marker.is_file():
+        found = json.loads(marker.read_text(encoding="utf-8"))
+        short = [s for s in SPLITS if found.get("sizes", {}).get(s, 0) < sizes[s]]
+        if found.get("task") != task_slug or found.get("seed") != seed or short:
+            raise FruitError(
+                f"{folder} holds data made with {found}, but this run needs seed {seed} and "
+                f"sizes {sizes}; use another data folder or remove that one"
+            )
+        if have_splits:
+            return "found"
+    elif have_splits:
+        return "found"
+    elif folder.is_dir() and any(folder.iterdir()):
+        what = (
+            "train.tsv is missing" if not (folder / "train.tsv").is_file() else "splits are missing"
+        )
+        raise FruitError(
+            f"no complete data for {task_slug}: {folder} holds some files but its {what}; "
+            f"create it with `fruit data --out {root}` (a partly filled folder is never overwritten)"
+        )
+    write_task(root, task, task.generate(seed=seed, sizes=sizes))
+    atomic_write_json(marker, {"task": task_slug, "seed": seed, "sizes": sizes})
+    return "generated"
 
 
 def load_data(config: RunConfig) -> TaskData:
@@ -202,14 +251,12 @@ def load_data(config: RunConfig) -> TaskData:
     task = get_task(config.task)
     root = Path(config.data_dir)
     folder = root / config.task
+    if config.generate_data:
+        sizes = {s: getattr(config, f) for s, f in SPLIT_FIELDS.items()}
+        prepare_data(root, config.task, config.data_seed, sizes)
     if not (folder / "train.tsv").is_file():
         empty = not folder.is_dir() or not any(folder.iterdir())
-        if config.generate_data and empty:
-            sizes = {s: int(getattr(config, f)) for s, f in SPLIT_FIELDS.items()}
-            # train.tsv defines the vocabulary: keep it large enough to hold every type
-            sizes["train"] = max(sizes["train"], MIN_GENERATED_TRAIN)
-            generate_task_data(folder, task, sizes, config.data_seed)
-        elif not root.is_dir():
+        if not root.is_dir():
             raise FruitError(
                 f"data directory {root} does not exist; create it with "
                 f"`fruit data --out {root}` (or generate_data=True)"
@@ -336,7 +383,9 @@ class Run:
 
     @property
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        from fruit.models import num_parameters
+
+        return num_parameters(self.model)
 
     def config_record(self) -> dict:
         record = dataclasses.asdict(self.config)
@@ -606,10 +655,6 @@ def _progress_bar(progress, total: int):
     return progress
 
 
-def read_metrics(run_dir) -> dict:
-    return json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
-
-
 def read_log(run_dir):
     """log.csv as a pandas DataFrame."""
     import pandas as pd
@@ -619,9 +664,9 @@ def read_log(run_dir):
 
 def train_run(config: RunConfig, run_dir, *, progress=None, data=None, model_factory=None) -> dict:
     """Train (or resume) one run and write its metrics; returns metrics.json's content."""
-    run_dir = Path(run_dir)
-    if (run_dir / "metrics.json").is_file():
-        return read_metrics(run_dir)
+    done = read_metrics(run_dir)
+    if done is not None:
+        return done
     run = Run(config, run_dir, data=data, model_factory=model_factory)
     run.train(progress=progress)
     return run.finish()

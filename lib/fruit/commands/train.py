@@ -4,8 +4,9 @@ Example::
 
     fruit train --task question-formation --architecture Tf+Nd --profile smoke --generate-data
 
-Sizes, the checkpoint interval and max epochs come from ``--profile`` (fruit.profiles,
-the same files as ``fruit run``) unless given explicitly. The run folder is
+Sizes, the checkpoint interval, max epochs, the data folder (``data/<profile>``) and the
+data seed come from ``--profile`` (fruit.profiles, the same files and the same data as
+``fruit run``) unless given explicitly. The run folder is
 ``OUT/runs/<profile name>/<task>/<architecture>/<phase>-<index>`` unless ``--run-dir``
 is given. Running the same command again resumes an
 unfinished run, or prints the metrics of a finished one.
@@ -17,7 +18,7 @@ import json
 import sys
 
 from fruit import training
-from fruit.profiles import profile_names
+from fruit.profiles import load_profile, profile_names
 
 
 def add_arguments(parser) -> None:
@@ -46,54 +47,43 @@ def add_arguments(parser) -> None:
     ):
         a(f"--{name}", type=int, default=None, help="override the profile's value")
     a("--d", type=int, default=None, help="model size (default: chosen for --target-params)")
-    a("--target-params", type=int, default=defaults.target_params)
+    training_default = "default: the profile's [training] value, else {}"
+    a("--target-params", type=int, help=training_default.format(defaults.target_params))
     a("--parameter-seed", type=int, default=None)
     a("--shuffle-seed", type=int, default=None)
-    a("--sampling-seed", type=int, default=defaults.sampling_seed)
-    a("--num-samples", type=int, default=defaults.num_samples)
-    a("--data-dir", default=defaults.data_dir, help="folder with <task>/{train,dev,test,gen}.tsv")
+    a("--sampling-seed", type=int, help=training_default.format(defaults.sampling_seed))
+    a("--num-samples", type=int, help=training_default.format(defaults.num_samples))
+    a(
+        "--data-dir",
+        default=None,
+        help="folder with <task>/{train,dev,test,gen}.tsv (default: data/<profile>, as fruit run)",
+    )
     a(
         "--generate-data",
         action="store_true",
-        help="generate the task's splits into an absent DATA_DIR/<task>/ folder",
+        help="generate the task's splits into an absent DATA_DIR/<task>/ folder (as fruit run)",
     )
-    a("--data-seed", type=int, default=defaults.data_seed)
+    a("--data-seed", type=int, default=None, help="default: the profile's seed for the task")
     a("--output-dir", default="results", help="run folders go under OUTPUT_DIR/runs/")
     a("--run-dir", default=None, help="explicit run folder (overrides --output-dir)")
     a("--device", default=defaults.device, help="auto, cpu, cuda or cuda:N")
-    a("--no-partial-on-test", action="store_true", help="skip partial accuracy on the test set")
+    a(
+        "--no-partial-on-test",
+        dest="partial_on_test",
+        action="store_false",
+        default=None,
+        help="skip partial accuracy on the test set",
+    )
     a("--progress", action="store_true", default=None, help="show a progress bar")
     a("--no-progress", dest="progress", action="store_false")
 
 
 def config_from_args(args) -> training.RunConfig:
-    return training.RunConfig(
-        task=args.task,
-        architecture=args.architecture,
-        phase=args.phase,
-        index=args.index,
-        seed=args.seed,
-        profile=args.profile,
-        learning_rate=args.learning_rate,
-        batch_tokens=args.batch_tokens,
-        train_size=args.train_size,
-        dev_size=args.dev_size,
-        test_size=args.test_size,
-        gen_size=args.gen_size,
-        checkpoint_every=args.checkpoint_every,
-        max_epochs=args.max_epochs,
-        target_params=args.target_params,
-        d=args.d,
-        data_dir=args.data_dir,
-        generate_data=args.generate_data,
-        data_seed=args.data_seed,
-        device=args.device,
-        parameter_seed=args.parameter_seed,
-        shuffle_seed=args.shuffle_seed,
-        sampling_seed=args.sampling_seed,
-        num_samples=args.num_samples,
-        partial_on_test=not args.no_partial_on_test,
-    )
+    """The profile's ``[training]`` table (as ``fruit run`` passes it to the notebook),
+    then every option given (None: not given)."""
+    parameters = dict(load_profile(args.profile).training)
+    parameters.update({k: v for k, v in vars(args).items() if v is not None})
+    return training.RunConfig.from_parameters(parameters)
 
 
 def main(args) -> int:

@@ -2,7 +2,8 @@
 
 A *profile* is a TOML file: which tasks and architectures, how much data, how many
 random-search trials over which ranges, how many final runs of at most how many epochs,
-and extra training settings (``[training]``, e.g. ``checkpoint_every``). The shipped
+and other training settings (``[training]``: the ``fruit.training.RunConfig`` fields that
+are not set per run, e.g. ``checkpoint_every``, ``target_params``). The shipped
 ones are the ``*.toml`` files next to this module (``smoke``, ``quick``, ``paper``); a
 user passes the path of their own file instead of a name.
 
@@ -47,7 +48,21 @@ _TABLE_KEYS = {
     "data": {"seed", *SPLITS},
     "search": {"trials", "max_epochs", "batch_tokens", "learning_rate"},
     "final": {"runs", "max_epochs", "batch_tokens", "learning_rate"},
-    "training": None,  # free-form: passed to the train notebook unchanged
+    "training": {  # fruit.training.RunConfig fields that are not set per run
+        "checkpoint_every",
+        "target_params",
+        "d",
+        "model_options",
+        "sampling_seed",
+        "clip_norm",
+        "lr_patience",
+        "lr_factor",
+        "early_stop_patience",
+        "num_samples",
+        "eval_batch_tokens",
+        "sample_prompt_tokens",
+        "partial_on_test",
+    },
 }
 
 
@@ -96,6 +111,10 @@ class Profile:
         """Training examples between checkpoints: ``[training] checkpoint_every``."""
         return self.training.get("checkpoint_every", PAPER_CHECKPOINT_EVERY)
 
+    def task_data_seed(self, task: str) -> int:
+        """The seed ``fruit run`` and ``fruit train`` generate ``task``'s data with."""
+        return derive_seed(self.data_seed, task)
+
     def run_settings(self, phase: str, architecture: str) -> dict[str, int]:
         """The sizes of one run as ``fruit.training.RunConfig`` field names."""
         settings = {f"{split}_size": n for split, n in self.sizes.items()}
@@ -108,6 +127,11 @@ def derive_seed(*parts: Any) -> int:
     """A 32-bit seed from any parts, e.g. (profile seed, task, architecture, phase, index)."""
     digest = hashlib.sha256("/".join(map(str, parts)).encode("utf-8")).digest()
     return int.from_bytes(digest[:4], "big")
+
+
+def run_folder(results_dir, profile: str, task: str, architecture: str, phase: str, index: int):
+    """``RESULTS/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (contracts.md §4)."""
+    return Path(results_dir) / "runs" / profile / task / architecture / f"{phase}-{index}"
 
 
 def profile_names() -> list[str]:
@@ -160,10 +184,9 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         value = raw.get(table, {})
         if not isinstance(value, dict):
             raise fail(f"[{table}] must be a table")
-        if allowed is not None:
-            for key in value:
-                if key not in allowed:
-                    raise fail(str(unknown_choice(f"key in [{table}]", key, allowed)))
+        for key in value:
+            if key not in allowed:
+                raise fail(str(unknown_choice(f"key in [{table}]", key, allowed)))
 
     name = str(raw.get("name", default_name))
     if not name or "/" in name or name.startswith("."):
@@ -241,7 +264,7 @@ def _epochs(value, table, architectures, fail) -> dict[str, int]:
     what = f"{table}.max_epochs"
     if not isinstance(value, dict):
         return {"default": _integer(value, what, fail, minimum=1)}
-    known = _known_architectures() or set(architectures)  # other architectures: harmless
+    known = _known_architectures()
     for key in value:
         if key != "default" and key not in known:
             raise fail(str(unknown_choice(f"key in {what}", key, ["default", *known])))
@@ -257,22 +280,18 @@ def _names(raw, key, fail, known) -> tuple[str, ...]:
     if len(set(values)) != len(values):
         raise fail(f"{key} lists a name twice")
     for v in values:
-        if known is not None and v not in known:
+        if v not in known:
             raise fail(str(unknown_choice(key[:-1], v, known)))
     return tuple(values)
 
 
-def _known_tasks():
-    try:
-        from fruit.tasks import TASKS
-    except ImportError:  # the tasks package is not importable (yet): accept any name
-        return None
+def _known_tasks() -> set[str]:
+    from fruit.tasks import TASKS
+
     return set(TASKS)
 
 
-def _known_architectures():
-    try:
-        from fruit.models import ARCHITECTURES
-    except ImportError:
-        return None
+def _known_architectures() -> set[str]:
+    from fruit.models import ARCHITECTURES
+
     return set(ARCHITECTURES)
