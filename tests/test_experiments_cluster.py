@@ -144,13 +144,9 @@ def test_scheduler_and_two_workers_give_the_local_results(tmp_path: Path):
 @pytest.mark.slow
 def test_killed_worker_run_resumes_from_its_checkpoint(tmp_path: Path):
     write_fake_notebook(tmp_path)
-    write_fake_data(tmp_path / "data", ["question-formation"])
     # one search trial per architecture, long enough to be killed in the middle
-    (tmp_path / "fake.toml").write_text(
-        fake_profile_toml(trials=1, runs=1)
-        .replace("fake_steps = 2", "fake_steps = 6")
-        .replace("fake_step_seconds = 0.0", "fake_step_seconds = 1.0")
-    )
+    write_fake_data(tmp_path / "data", ["question-formation"], steps=6, step_seconds=1.0)
+    (tmp_path / "fake.toml").write_text(fake_profile_toml(trials=1, runs=1))
     results = tmp_path / "results"
     args = [
         "--profile",
@@ -246,3 +242,21 @@ def test_cluster_without_its_batch_system_is_a_clear_error(tmp_path: Path):
                     env={**os.environ, "PATH": str(tmp_path)})  # fmt: skip
     assert run.returncode == 2
     assert "fruit: error: --cluster slurm needs the sbatch command" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--workers", "0", "--workers must be a positive integer, not 0"),
+        ("--jobs", "0", "--jobs must be a positive integer, not 0"),
+        ("--threads", "-1", "--threads must be a positive integer, not -1"),
+        ("--gpus", "-2", "--gpus must be 0 or more, not -2"),
+    ],
+)
+def test_counts_that_would_hang_are_refused(tmp_path: Path, capsys, option, value, message):
+    from fruit.cli import main as cli_main
+
+    # refused before any cluster starts (--workers 0 used to wait for ever)
+    assert cli_main(["run", "--profile", "smoke", option, value, "--results", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"fruit: error: {message}\n"
+    assert not any(tmp_path.iterdir())

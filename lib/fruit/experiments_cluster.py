@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fruit.errors import FruitError, unknown_choice
+from fruit.experiments_worker import gpu_count
 
 RUN_RESOURCE = {"run": 1}
 JOBQUEUE_KINDS = ("slurm", "pbs", "sge")
@@ -53,7 +54,7 @@ def local_cluster(workers: int | None = None, threads: int = 1, device: str = "a
     from distributed import Client, LocalCluster
 
     if workers is None:
-        gpus = _gpu_count() if device != "cpu" else 0
+        gpus = gpu_count() if device != "cpu" else 0
         workers = gpus if gpus > 0 else max(1, (os.cpu_count() or 1) // max(1, threads))
     cluster = LocalCluster(
         n_workers=workers,
@@ -103,13 +104,12 @@ def jobqueue_cluster(
     memory: str | None = None,
     walltime: str | None = None,
     gpus: int = 0,
-    runs_per_job: int | None = None,
     start: bool = True,
     **extra: Any,
 ):
-    """A dask-jobqueue cluster; each job holds ``runs_per_job`` workers (default: one per
-    GPU, else one), each worker one run. Unset options come from the Dask config.
-    Returns the jobqueue cluster object (``cluster.job_script()`` shows the job).
+    """A dask-jobqueue cluster; each job holds ``runs_per_job(gpus)`` workers, each
+    worker one run. Unset options come from the Dask config. Returns the jobqueue
+    cluster object (``cluster.job_script()`` shows the job).
     """
     import dask
     import dask_jobqueue
@@ -121,7 +121,7 @@ def jobqueue_cluster(
     }
     if kind not in classes:
         raise unknown_choice("cluster", kind, JOBQUEUE_KINDS)
-    processes = runs_per_job or max(1, gpus)
+    processes = runs_per_job(gpus)
     kwargs: dict[str, Any] = dict(extra)
     if cores is not None:
         kwargs["cores"] = cores
@@ -155,9 +155,17 @@ def jobqueue_cluster(
     return cluster
 
 
-def connect_jobqueue(kind: str, jobs: int, **options: Any) -> Cluster:
+def runs_per_job(gpus: int) -> int:
+    """Workers (runs at once) per job: one per GPU, else one."""
+    return max(1, gpus)
+
+
+def connect_jobqueue(kind: str, jobs: int, threads: int | None = None, **options: Any) -> Cluster:
+    """Start ``jobs`` jobs; each run gets ``threads`` torch threads (default: the job's
+    cores, from the options or the Dask config, shared between its runs)."""
     import shutil
 
+    import dask
     from distributed import Client
 
     submit = {"slurm": "sbatch", "pbs": "qsub", "sge": "qsub"}.get(kind)
@@ -168,9 +176,10 @@ def connect_jobqueue(kind: str, jobs: int, **options: Any) -> Cluster:
         )
     cluster = jobqueue_cluster(kind, jobs=jobs, **options)
     client = Client(cluster)
-    runs = cluster._dummy_job.worker_processes
-    cores = cluster._dummy_job.worker_cores
-    threads = max(1, cores // max(1, runs))
+    runs = runs_per_job(options.get("gpus") or 0)
+    if threads is None:
+        cores = options.get("cores") or dask.config.get(f"jobqueue.{kind}.cores", None) or 1
+        threads = max(1, int(cores) // runs)
     result = Cluster(
         client,
         f"{kind} cluster: {jobs} job(s) x {runs} run(s), {threads} torch thread(s) per run",
@@ -179,12 +188,3 @@ def connect_jobqueue(kind: str, jobs: int, **options: Any) -> Cluster:
     )
     result._closers += [cluster.close, client.close]
     return result
-
-
-def _gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count()
-    except Exception:  # noqa: BLE001
-        return 0

@@ -48,8 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="torch threads per run (default: 1; jobqueue: cores per run)",
+        help="torch threads per run (default: 1; with --cluster: the job's cores / runs per job)",
     )
     where.add_argument("--scheduler", metavar="ADDRESS", help="attach to a running Dask scheduler")
     where.add_argument(
@@ -70,24 +69,34 @@ def _cluster(args):
     if args.scheduler and args.cluster:
         raise FruitError("give either --scheduler or --cluster, not both")
     if args.scheduler:
-        return ec.attach(args.scheduler, threads=args.threads)
+        return ec.attach(args.scheduler, threads=args.threads or 1)
     if args.cluster:
         options = {k: getattr(args, k) for k in ("cores", "memory", "walltime", "gpus")}
         if args.queue:
             options["queue"] = args.queue
         if args.account:
             options["account"] = args.account
-        return ec.connect_jobqueue(args.cluster, jobs=args.jobs, **options)
-    return ec.local_cluster(workers=args.workers, threads=args.threads, device=args.device)
+        return ec.connect_jobqueue(args.cluster, jobs=args.jobs, threads=args.threads, **options)
+    return ec.local_cluster(workers=args.workers, threads=args.threads or 1, device=args.device)
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """One-line errors for counts that would leave the sweep waiting for ever."""
+    for name, minimum in (("workers", 1), ("threads", 1), ("jobs", 1), ("cores", 1), ("gpus", 0)):
+        value = getattr(args, name)
+        if value is not None and value < minimum:
+            what = "a positive integer" if minimum else "0 or more"
+            raise FruitError(f"--{name} must be {what}, not {value}")
+    if args.retries < 0:
+        raise FruitError(f"--retries must be 0 or more, not {args.retries}")
 
 
 def main(args: argparse.Namespace) -> int:
     from fruit.experiments import groups
     from fruit.profiles import load_profile
 
+    check_counts(args)
     profile = load_profile(args.profile)
-    if args.retries < 0:
-        raise FruitError(f"--retries must be 0 or more, not {args.retries}")
     if args.dry_run:
         from fruit.experiments import search_specs
 
