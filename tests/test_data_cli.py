@@ -6,6 +6,7 @@ import shutil
 import time
 
 import pytest
+
 from fruit.cli import main
 from fruit.errors import FruitError
 from fruit.tasks import TASKS, get_task, read_tsv

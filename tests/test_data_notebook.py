@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from fruit.cli import main
 
 papermill = pytest.importorskip("papermill")

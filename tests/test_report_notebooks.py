@@ -6,9 +6,10 @@ import json
 
 import papermill
 import pytest
-from fruit import reporting
 from PIL import Image
 from test_reporting_fakes import write_fake_results
+
+from fruit import reporting
 
 TASKS = ["question-formation", "tense-reinflection-with-do"]
 

@@ -120,7 +120,7 @@ def test_default_expected_runs_is_the_largest_row(tmp_path):
 
 
 def test_expected_runs_and_scale_come_from_the_profile(tmp_path):
-    from fruit.experiments import load_profile
+    from fruit.profiles import load_profile
 
     paper = load_profile("paper")
     write_run(tmp_path / "runs", "paper", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))

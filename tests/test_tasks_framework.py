@@ -8,6 +8,7 @@ import random
 from collections import Counter
 
 import pytest
+
 from fruit.errors import FruitError
 from fruit.tasks import TASKS, Vocabulary, get_task, read_tsv, write_tsv
 from fruit.tasks.base import Task, first_word_match, second_word_match

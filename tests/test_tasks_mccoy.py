@@ -11,6 +11,7 @@ import statistics
 import time
 
 import pytest
+
 from fruit.errors import FruitError
 from fruit.tasks import get_task, read_tsv
 from fruit.tasks.mccoy import (

@@ -9,6 +9,7 @@ import statistics
 from collections import Counter
 
 import pytest
+
 from fruit.tasks import MUELLER_TASKS, TASKS, Vocabulary, get_task, read_tsv
 from fruit.tasks.official import fix
 from fruit.tasks.passives import GERMAN_DETERMINERS, GERMAN_NOUNS, GERMAN_VERBS

@@ -20,5 +20,7 @@ def resolve_device(name: str | None = "auto") -> torch.device:
     except (RuntimeError, TypeError) as e:
         raise FruitError(f"unknown device {name!r}; valid choices: auto, cpu, cuda, cuda:N") from e
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise FruitError(f"device {name!r} requested but CUDA is not available; use --device cpu or auto")
+        raise FruitError(
+            f"device {name!r} requested but CUDA is not available; use --device cpu or auto"
+        )
     return device

@@ -20,12 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fruit.errors import FruitError
-from fruit.profiles import (
-    Profile,
-    derive_seed,
-    load_profile,  # noqa: F401 - fruit.reporting imports it from here
-    run_folder,
-)
+from fruit.profiles import Profile, derive_seed, run_folder
 
 # ---------------------------------------------------------------------------
 # Run specifications

@@ -69,7 +69,7 @@ def profile_settings(profile: str) -> tuple[int | None, bool | None]:
     """(final runs per architecture, reduced?) of a shipped or file profile; (None, None) if
     it cannot be read (reporting then works from the run folders alone)."""
     try:
-        from fruit.experiments import load_profile
+        from fruit.profiles import load_profile
 
         p = load_profile(profile)
     except (ImportError, FruitError):
