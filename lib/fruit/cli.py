@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from fruit.errors import FruitError
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fruit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `fruit sizes | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as the Python docs advise
+        return 0
 
 
 if __name__ == "__main__":
