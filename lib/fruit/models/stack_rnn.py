@@ -30,6 +30,7 @@ from torch import nn
 from fruit.models.init import xavier
 from fruit.models.recurrent import Cells, RecurrentCore
 from fruit.models.sizing import stack_sizes
+from fruit.models.sup_pass import sup_pass
 
 
 @dataclass
@@ -134,6 +135,8 @@ class StackRNNLM(nn.Module):
     def forward(self, tokens: torch.Tensor, return_actions: bool = False):
         """tokens (B, n) -> logits (B, n+1, V+1); with return_actions also [(B, n, A)]."""
         B, n = tokens.shape
+        if self.kind == "Sup" and n > 0 and not return_actions and not self._heads_hooked():
+            return self._forward_sup(tokens)
         # Stack updates whose readings are used: r_1..r_{n-1}, and r_n with +R (§8.3);
         # rau_compat replaces the last update by rau's r_n = a_push v_n [D4].
         updates = n if self.reading_to_output and not self.rau_compat else n - 1
@@ -166,3 +169,41 @@ class StackRNNLM(nn.Module):
 
     def _output(self, h, reading):  # the undropped output vector (B, e)
         return torch.cat((h, reading), dim=-1) if self.reading_to_output else h
+
+    def _heads_hooked(self) -> bool:
+        """Module hooks on the heads: they must see every step, so take the stepped pass."""
+        return any(
+            module._forward_hooks or module._forward_pre_hooks
+            for module in (self.actions, self.pushed)
+        )
+
+    def _forward_sup(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The batched forward of the Sup models as one `SupPass` (same result as the
+        stepped loop in `forward`, a hand-written backward)."""
+        B, n = tokens.shape
+        updates = n if self.reading_to_output and not self.rau_compat else n - 1
+        cells = self._cells()  # W^k = [W_in | W_hh]ᵀ, biases, the token projection
+        projected = cells.project(self.dropout(self.embedding(tokens.t())))  # (n, B, G)
+        state = self.core.initial_state(B)
+        h0, c0 = state if self.core.is_lstm else (state, None)
+        L, _, d = h0.shape
+        masks = None
+        p = self.core.rnn.dropout
+        if self.training and p > 0 and L > 1:  # Drop(h) between layers: keep w.p. 1 - p
+            # (torch.rand >= p) / (1 - p): the same law as F.dropout, a faster generator
+            masks = torch.rand(L - 1, n, B, d, dtype=h0.dtype, device=h0.device).ge_(p)
+            if p < 1:
+                masks.mul_(1 / (1 - p))
+        W_head = torch.cat((self.actions.weight, self.pushed.weight)).t()  # (d, 3+m)
+        b_head = torch.cat((self.actions.bias, self.pushed.bias))
+        tops, readings = sup_pass(
+            projected, h0, c0, W_head, b_head, cells.W_t, cells.bias[1:], updates, masks
+        )
+        h = torch.cat((h0[-1][None], tops))  # (n+1, B, d): the initial state predicts w_1
+        if self.reading_to_output:
+            r = [readings.new_zeros(1, B, self.m), readings]  # r_0 = 0, r_1..r_updates
+            if updates < n:  # rau_compat's last reading r_n = a_push v_n [D4]
+                actions, pushed = self._stack_inputs(tops[-1])
+                r.append((actions[:, :1] * pushed)[None])
+            h = torch.cat((h, torch.cat(r)), -1)  # (n+1, B, d+m)
+        return F.linear(self.dropout(h.transpose(0, 1)), self.embedding.weight)

@@ -9,10 +9,12 @@ not stored is the zero vector). With action probabilities in rau's order
 
 and the reading is r_t = V_t[0].
 
-One update is one autograd Function (`_Update`) with a hand-written backward: a
-stack RNN runs it once per time step, and as plain tensor ops it would be about a
-dozen autograd nodes (padding, shifted slices, products) whose backward
-allocates and zero-fills stack-sized tensors several times per step.
+One update is `update_forward`, with its adjoint `update_backward` written by hand:
+a stack RNN runs it once per time step, and as plain tensor ops it would be about a
+dozen autograd nodes (padding, shifted slices, products) whose backward allocates
+and zero-fills stack-sized tensors several times per step. `_Update` wraps the pair
+as one autograd Function; the fused stack-RNN pass (fruit.models.sup_pass) calls
+them directly.
 """
 
 from __future__ import annotations
@@ -27,50 +29,63 @@ from fruit.errors import FruitError
 PUSH, POP, NOOP = 0, 1, 2
 
 
-class _Update(torch.autograd.Function):
-    """(V_{t-1} (B, h, m), actions (B, 3), v_t (B, m), height H) -> (V_t (B, H, m), V_t[0]).
+def update_forward(stack: Tensor, action_probs: Tensor, pushed: Tensor, height: int) -> Tensor:
+    """(V_{t-1} (B, h, m), actions (B, 3), v_t (B, m), height H) -> V_t (B, H, m).
 
     Elements of V_{t-1} below h are zero; elements of V_t below H are dropped (the
     caller's truncation). With P the column [v_t; V_{t-1}; 0; ...]:
     V_t[i] = push P[i] + noop P[i+1] + pop P[i+2] for i < H.
     """
+    B, h, m = stack.shape
+    push, pop, noop = (action_probs[:, k, None, None] for k in (PUSH, POP, NOOP))
+    new = stack.new_empty(B, height, m)
+    k_noop, k_pop, k_push = _overlaps(h, height)
+    torch.mul(stack[:, :k_noop], noop, out=new[:, :k_noop])
+    new[:, k_noop:].zero_()
+    new[:, :k_pop].addcmul_(stack[:, 1 : k_pop + 1], pop)
+    new[:, 1:k_push].addcmul_(stack[:, : k_push - 1], push)
+    new[:, 0].addcmul_(pushed, push[:, :, 0])
+    return new
+
+
+def update_backward(
+    stack: Tensor, action_probs: Tensor, pushed: Tensor, g: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The adjoint of `update_forward`: g = dL/dV_t (B, H, m), its reading included
+    -> dL/dV_{t-1} (B, h, m), dL/dactions (B, 3), dL/dv_t (B, m)."""
+    B, h, m = stack.shape
+    push, pop, noop = (action_probs[:, k, None, None] for k in (PUSH, POP, NOOP))
+    k_noop, k_pop, k_push = _overlaps(h, g.size(1))
+    g_stack = torch.empty_like(stack)
+    torch.mul(g[:, :k_noop], noop, out=g_stack[:, :k_noop])
+    g_stack[:, k_noop:].zero_()
+    g_stack[:, 1 : k_pop + 1].addcmul_(g[:, :k_pop], pop)
+    g_stack[:, : k_push - 1].addcmul_(g[:, 1:k_push], push)
+    g_probs = torch.empty_like(action_probs)
+    g_probs[:, NOOP] = (g[:, :k_noop] * stack[:, :k_noop]).sum((1, 2))
+    g_probs[:, POP] = (g[:, :k_pop] * stack[:, 1 : k_pop + 1]).sum((1, 2))
+    g_probs[:, PUSH] = (g[:, 1:k_push] * stack[:, : k_push - 1]).sum((1, 2)) + (
+        g[:, 0] * pushed
+    ).sum(1)
+    g_pushed = push[:, :, 0] * g[:, 0]
+    return g_stack, g_probs, g_pushed
+
+
+class _Update(torch.autograd.Function):
+    """(V_{t-1}, actions, v_t, height) -> (V_t, V_t[0]) by `update_forward`, differentiable."""
 
     @staticmethod
     def forward(ctx, stack, action_probs, pushed, height):
-        B, h, m = stack.shape
-        push, pop, noop = (action_probs[:, k, None, None] for k in (PUSH, POP, NOOP))
-        new = stack.new_empty(B, height, m)
-        k_noop, k_pop, k_push = _overlaps(h, height)
-        torch.mul(stack[:, :k_noop], noop, out=new[:, :k_noop])
-        new[:, k_noop:].zero_()
-        new[:, :k_pop].addcmul_(stack[:, 1 : k_pop + 1], pop)
-        new[:, 1:k_push].addcmul_(stack[:, : k_push - 1], push)
-        new[:, 0].addcmul_(pushed, push[:, :, 0])
+        new = update_forward(stack, action_probs, pushed, height)
         ctx.save_for_backward(stack, action_probs, pushed)
         return new, new[:, 0].clone()
 
     @staticmethod
     def backward(ctx, g_new, g_reading):
         stack, action_probs, pushed = ctx.saved_tensors
-        B, h, m = stack.shape
-        height = g_new.size(1)
-        push, pop, noop = (action_probs[:, k, None, None] for k in (PUSH, POP, NOOP))
-        k_noop, k_pop, k_push = _overlaps(h, height)
         g = g_new.clone()  # (B, H, m): the adjoint of V_t, reading included
         g[:, 0] += g_reading
-        g_stack = torch.empty_like(stack)
-        torch.mul(g[:, :k_noop], noop, out=g_stack[:, :k_noop])
-        g_stack[:, k_noop:].zero_()
-        g_stack[:, 1 : k_pop + 1].addcmul_(g[:, :k_pop], pop)
-        g_stack[:, : k_push - 1].addcmul_(g[:, 1:k_push], push)
-        g_probs = torch.empty_like(action_probs)
-        g_probs[:, NOOP] = (g[:, :k_noop] * stack[:, :k_noop]).sum((1, 2))
-        g_probs[:, POP] = (g[:, :k_pop] * stack[:, 1 : k_pop + 1]).sum((1, 2))
-        g_probs[:, PUSH] = (g[:, 1:k_push] * stack[:, : k_push - 1]).sum((1, 2)) + (
-            g[:, 0] * pushed
-        ).sum(1)
-        g_pushed = push[:, :, 0] * g[:, 0]
-        return g_stack, g_probs, g_pushed, None
+        return (*update_backward(stack, action_probs, pushed, g), None)
 
 
 def _overlaps(h: int, height: int) -> tuple[int, int, int]:
