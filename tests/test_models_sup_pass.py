@@ -1,0 +1,154 @@
+"""The fused Sup stack-RNN pass (fruit.models.sup_pass) against the same recurrence written
+with plain autograd operations, and against finite differences (gradcheck)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fruit.models import build_model
+from fruit.models.sup_pass import sup_pass
+from fruit.stacks import SuperpositionStack
+
+F64 = torch.float64
+
+
+def reference_pass(projected, h0, c0, W_head, b_head, weights, biases, updates, masks):
+    """models.md §4/§8 step by step with autograd: cat, matmul, the cell, the heads, and the
+    step API of the superposition stack (untruncated)."""
+    n, B, _ = projected.shape
+    L = h0.size(0)
+    m = W_head.size(1) - 3
+    lstm = c0 is not None
+    h = list(h0.unbind(0))
+    c = list(c0.unbind(0)) if lstm else None
+    stack = SuperpositionStack.initial(B, m, dtype=projected.dtype)
+    reading = projected.new_zeros(B, m)
+    tops, readings = [], []
+    for t in range(n):
+        below = reading
+        for k in range(L):
+            z = torch.cat((below, h[k]), 1) @ weights[k]
+            z = z + (projected[t] if k == 0 else biases[k - 1])
+            if lstm:
+                i, f, g, o = z.chunk(4, 1)
+                c[k] = torch.sigmoid(f) * c[k] + torch.sigmoid(i) * torch.tanh(g)
+                h[k] = torch.sigmoid(o) * torch.tanh(c[k])
+            else:
+                h[k] = torch.tanh(z)
+            below = h[k] if masks is None or k == L - 1 else h[k] * masks[k, t]
+        tops.append(h[-1])
+        if t < updates:
+            head = h[-1] @ W_head + b_head
+            stack = stack.step(torch.softmax(head[:, :3], 1), torch.sigmoid(head[:, 3:]))
+            reading = stack.reading()
+            readings.append(reading)
+    empty = projected.new_zeros(0, B, m)
+    return torch.stack(tops), torch.stack(readings) if readings else empty
+
+
+def random_inputs(lstm, n=5, B=3, d=4, m=3, L=3, dropout=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, scale=0.7):
+        return (scale * torch.randn(*shape, generator=g, dtype=F64)).requires_grad_()
+
+    G = 4 * d if lstm else d
+    masks = None
+    if dropout:  # the multipliers of dropout p = 0.4: 0 or 1 / 0.6
+        masks = (torch.rand(L - 1, n, B, d, generator=g, dtype=F64) >= 0.4) / 0.6
+    return dict(
+        projected=rand(n, B, G),
+        h0=rand(L, B, d),
+        c0=rand(L, B, d) if lstm else None,
+        W_head=rand(d, 3 + m, scale=1.5),
+        b_head=rand(3 + m),
+        weights=[rand(m + d, G)] + [rand(2 * d, G) for _ in range(L - 1)],
+        biases=[rand(G) for _ in range(L - 1)],
+        masks=masks,
+    )
+
+
+def leaves(inputs):
+    out = [inputs[k] for k in ("projected", "h0", "W_head", "b_head")]
+    out += [inputs["c0"]] if inputs["c0"] is not None else []
+    return out + inputs["weights"] + inputs["biases"]
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+@pytest.mark.parametrize("dropout", [False, True], ids=["eval", "dropout"])
+@pytest.mark.parametrize("last_update", [True, False], ids=["updates=n", "updates=n-1"])
+def test_sup_pass_equals_autograd_reference(lstm, dropout, last_update):
+    inputs = random_inputs(lstm, dropout=dropout)
+    n = inputs["projected"].size(0)
+    updates = n if last_update else n - 1
+    g = torch.Generator().manual_seed(9)
+    results = []
+    for fn in (sup_pass, reference_pass):
+        tops, readings = fn(**inputs, updates=updates)
+        w_tops = torch.randn(tops.shape, generator=g, dtype=F64)
+        w_readings = torch.randn(readings.shape, generator=g, dtype=F64)
+        loss = (tops * w_tops).sum() + (readings * w_readings).sum()
+        grads = torch.autograd.grad(loss, leaves(inputs))
+        results.append((tops.detach(), readings.detach(), grads))
+        g.manual_seed(9)  # the same output weights for both
+    (tops, readings, grads), (tops_ref, readings_ref, grads_ref) = results
+    assert readings.shape == (updates, 3, 3)
+    assert (tops - tops_ref).abs().max() < 1e-12
+    assert (readings - readings_ref).abs().max() < 1e-12
+    for got, want in zip(grads, grads_ref):
+        assert (got - want).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+def test_sup_pass_gradcheck(lstm):
+    inputs = random_inputs(lstm, n=4, B=2, d=2, m=2, dropout=True, seed=1)
+    names = ["projected", "h0", "W_head", "b_head"]
+
+    def f(*args):
+        kwargs = dict(inputs)
+        kwargs.update(zip(names, args))
+        return sup_pass(**kwargs, updates=4)
+
+    assert torch.autograd.gradcheck(f, [inputs[k] for k in names])
+
+    def g(*weights):
+        return sup_pass(**{**inputs, "weights": list(weights)}, updates=3)
+
+    assert torch.autograd.gradcheck(g, inputs["weights"])
+
+
+def test_sup_pass_single_step_without_update():
+    """n = 1 without +R: no stack update at all; the pass still gives h^L_1."""
+    inputs = random_inputs(True, n=1)
+    tops, readings = sup_pass(**inputs, updates=0)
+    tops_ref, _ = reference_pass(**inputs, updates=0)
+    assert readings.shape == (0, 3, 3)
+    assert (tops - tops_ref).abs().max() < 1e-12
+    tops.sum().backward()
+    assert inputs["W_head"].grad is None or inputs["W_head"].grad.abs().max() == 0
+
+
+def test_stack_rnn_dropout_masks_keep_rate(monkeypatch):
+    """The inter-layer masks drawn by the model: zero with probability p, else 1 / (1 - p)."""
+    import fruit.models.stack_rnn as stack_rnn
+
+    model = build_model("LSTM+Sup", vocab_size=7, d=16, sup_size=3, dropout=0.3).train()
+    seen = []
+
+    def spy(*args):
+        seen.append(args[8])  # masks
+        return sup_pass(*args)
+
+    monkeypatch.setattr(stack_rnn, "sup_pass", spy)
+    torch.manual_seed(0)
+    model(torch.randint(0, 7, (64, 40)))
+    (masks,) = seen
+    assert masks.shape == (2, 40, 64, 16)
+    kept = masks != 0
+    assert torch.allclose(masks[kept], torch.tensor(1 / 0.7))
+    assert abs(1 - kept.double().mean().item() - 0.3) < 0.01
+    model.eval()
+    seen.clear()
+    model(torch.randint(0, 7, (2, 5)))
+    assert seen == [None]
