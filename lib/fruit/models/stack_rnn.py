@@ -12,11 +12,14 @@ Sup: softmax actions (push, pop, no-op), pushed σ(W_v h + b_v). Nd: unnormalise
 log-weights W_a h + b_a, log pushed log σ(W_v h + b_v), learned bottom vector.
 
 Speed (the controller cannot be run over the whole sequence, so every op is paid
-per time step): the controller runs as `recurrent.Cells` (one matmul per layer and
-step, first layer's token part for all steps at once, weight gradients deferred to
-one matmul per layer), and the batched forward tells the stack how many updates
-follow (exact truncation for Sup, preallocated buffers for Nd). `start` / `step`
-use the same cells without deferral and untruncated stacks.
+per time step): the batched forward of the Sup models is one autograd Function with
+a hand-written backward (`sup_pass.SupPass`); the Nd models run the controller as
+`recurrent.Cells` (one matmul per layer and step, first layer's token part for all
+steps at once, weight gradients deferred to one matmul per layer) next to the
+dVPDA's own Function. The batched forward tells the stack how many updates follow
+(exact truncation for Sup, preallocated buffers for Nd). `start` / `step`, and the
+batched forward when `return_actions` is asked for or a head has module hooks, use
+the cells step by step with untruncated stacks.
 """
 
 from __future__ import annotations
