@@ -12,7 +12,8 @@ logits, state = model.step(state, next_tokens)
 See docs/contracts.md §3 for the full interface.
 """
 
-from fruit.models.actions import ND_ACTION_KINDS, nd_action_mass
+import importlib
+
 from fruit.models.registry import (
     ARCHITECTURES,
     DEFAULT_OPTIONS,
@@ -20,13 +21,24 @@ from fruit.models.registry import (
     build_model,
     parse_architecture,
 )
-from fruit.models.sizing import (
-    PAPER_VOCAB_SIZES,
-    choose_d,
-    parameter_count,
-    parameter_count_expr,
-    real_root,
-)
+
+# Imported on first use: actions needs torch and sizing needs SymPy (about a second
+# together), while `fruit report` and the report notebooks only need the names above.
+_LAZY = {
+    "ND_ACTION_KINDS": "fruit.models.actions",
+    "nd_action_mass": "fruit.models.actions",
+    "PAPER_VOCAB_SIZES": "fruit.models.sizing",
+    "choose_d": "fruit.models.sizing",
+    "parameter_count": "fruit.models.sizing",
+    "parameter_count_expr": "fruit.models.sizing",
+    "real_root": "fruit.models.sizing",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fruit.models' has no attribute {name!r}")
 
 
 def num_parameters(model) -> int:
