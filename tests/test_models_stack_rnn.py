@@ -147,10 +147,13 @@ def autograd_reference_logits(model, tokens):
     return torch.stack(out, 1)
 
 
-@pytest.mark.parametrize("arch", ["LSTM+Sup", "RNN+Sup+R", "LSTM+Nd+R", "RNN+Nd"])
+@pytest.mark.parametrize(
+    "arch",
+    ["RNN+Sup", "RNN+Sup+R", "LSTM+Sup", "LSTM+Sup+R", "LSTM+Nd+R", "RNN+Nd"],
+)
 def test_training_gradients_equal_stepwise_decoding_gradients(arch):
-    """The batched forward (truncated stack, projected inputs) has the gradients of the
-    incremental decoder (untruncated stack, per-step projections), in float64."""
+    """The batched forward (truncated stack, projected inputs; the fused pass for Sup) has
+    the gradients of the incremental decoder (untruncated stack, per-step projections)."""
     torch.manual_seed(0)
     d = 6 if arch.startswith("RNN") else 4
     model = build_model(arch, vocab_size=7, d=d, sup_size=3, nd_states=2, nd_symbols=2, nd_size=2)
@@ -183,11 +186,14 @@ def test_training_step_updates_every_parameter_with_dropout():
             assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-def test_deferred_weight_gradients_with_retained_graph_and_partial_loss():
-    """Weight gradients collected once per backward pass: a second pass over a retained
-    graph adds the same again; a loss on early positions only matches the step path."""
+@pytest.mark.parametrize("arch", ["LSTM+Sup", "LSTM+Nd"])
+def test_deferred_weight_gradients_with_retained_graph_and_partial_loss(arch):
+    """Weight gradients computed once per backward pass (the fused Sup pass; the deferred
+    weights of Cells for Nd): a second pass over a retained graph adds the same again, and
+    a loss on early positions only matches the step path."""
     torch.manual_seed(0)
-    model = build_model("LSTM+Sup", vocab_size=7, d=5, sup_size=3).double().eval()
+    options = dict(sup_size=3, nd_states=2, nd_symbols=2, nd_size=2)
+    model = build_model(arch, vocab_size=7, d=5, **options).double().eval()
     tokens = torch.randint(0, 7, (2, 6), generator=torch.Generator().manual_seed(6))
     params = [p for p in model.parameters() if p.requires_grad]
     logits = model(tokens)
@@ -198,4 +204,41 @@ def test_deferred_weight_gradients_with_retained_graph_and_partial_loss():
     early = torch.autograd.grad(logits[:, :3].sum(), params)
     reference = torch.autograd.grad(autograd_reference_logits(model, tokens)[:, :3].sum(), params)
     for a, b in zip(early, reference):
+        assert (a - b).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("arch", ["RNN+Sup", "LSTM+Sup+R"])
+@pytest.mark.parametrize("rau_compat", [False, True])
+def test_fused_sup_pass_equals_stepped_pass_in_training(arch, rau_compat, monkeypatch):
+    """Training mode, float64: the fused Sup pass and the stepped pass (taken when a head
+    has a hook) give the same logits and gradients when the stepped pass's inter-layer
+    dropout uses the fused pass's masks (embedding/output dropout replaced by identity)."""
+    import fruit.models.stack_rnn as stack_rnn
+    from fruit.models.sup_pass import sup_pass
+
+    torch.manual_seed(0)
+    model = build_model(arch, vocab_size=7, d=6, sup_size=3, dropout=0.4, rau_compat=rau_compat)
+    model = model.double().train()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.uniform_(-0.8, 0.8)
+    model.dropout = torch.nn.Identity()
+    tokens = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(7))
+    weights = torch.randn(3, 7, 8, generator=torch.Generator().manual_seed(8), dtype=F64)
+    params = [p for p in model.parameters() if p.requires_grad]
+    seen = []
+    monkeypatch.setattr(stack_rnn, "sup_pass", lambda *a: seen.append(a[8]) or sup_pass(*a))
+    fused = model(tokens)
+    fused_grads = torch.autograd.grad((fused * weights).sum(), params)
+    (masks,) = seen
+    assert masks is not None and (masks == 0).any()
+    order = iter([masks[k, t] for t in range(6) for k in range(2)])  # Cells' call order
+    monkeypatch.setattr(recurrent.F, "dropout", lambda x, p, training: x * next(order))
+    model.actions.register_forward_hook(lambda module, args, output: output)  # stepped pass
+    stepped = model(tokens)
+    stepped_grads = torch.autograd.grad((stepped * weights).sum(), params)
+    assert next(order, None) is None  # every mask used once
+    assert (fused - stepped).abs().max() < 1e-12
+    for a, b in zip(fused_grads, stepped_grads):
         assert (a - b).abs().max() < 1e-10

@@ -119,14 +119,26 @@ def test_sup_pass_gradcheck(lstm):
 
 
 def test_sup_pass_single_step_without_update():
-    """n = 1 without +R: no stack update at all; the pass still gives h^L_1."""
+    """n = 1 without +R: no stack update at all; the pass still gives h^L_1 and its gradients."""
     inputs = random_inputs(True, n=1)
-    tops, readings = sup_pass(**inputs, updates=0)
-    tops_ref, _ = reference_pass(**inputs, updates=0)
-    assert readings.shape == (0, 3, 3)
+    results = []
+    for fn in (sup_pass, reference_pass):
+        tops, readings = fn(**inputs, updates=0)
+        assert readings.shape == (0, 3, 3)
+        grads = torch.autograd.grad(tops.sum(), leaves(inputs), allow_unused=True)
+        results.append((tops.detach(), grads))
+    (tops, grads), (tops_ref, grads_ref) = results
     assert (tops - tops_ref).abs().max() < 1e-12
-    tops.sum().backward()
-    assert inputs["W_head"].grad is None or inputs["W_head"].grad.abs().max() == 0
+    for got, want in zip(grads, grads_ref):
+        want = torch.zeros_like(got) if want is None else want  # the heads are unused
+        assert (got - want).abs().max() < 1e-12
+
+
+def test_sup_pass_rejects_a_wrong_number_of_updates():
+    inputs = random_inputs(False, n=4)
+    for updates in (2, 5):
+        with pytest.raises(ValueError, match="n - 1 or n updates"):
+            sup_pass(**inputs, updates=updates)
 
 
 def test_stack_rnn_dropout_masks_keep_rate(monkeypatch):

@@ -41,6 +41,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'fruit.models' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def num_parameters(model) -> int:
     """Trainable parameters (frozen RNN biases and buffers excluded), as in models.md §10.4."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -17,9 +17,11 @@ a hand-written backward (`sup_pass.SupPass`); the Nd models run the controller a
 `recurrent.Cells` (one matmul per layer and step, first layer's token part for all
 steps at once, weight gradients deferred to one matmul per layer) next to the
 dVPDA's own Function. The batched forward tells the stack how many updates follow
-(exact truncation for Sup, preallocated buffers for Nd). `start` / `step`, and the
-batched forward when `return_actions` is asked for or a head has module hooks, use
-the cells step by step with untruncated stacks.
+(exact truncation for Sup, preallocated buffers for Nd); so does the Sup models'
+stepped batched forward, taken when `return_actions` is asked for or a head has
+module hooks. `start` / `step` use the cells without deferral and untruncated stacks.
+The fused and the stepped Sup passes agree to rounding (float32 ~1e-6) but draw
+their dropout masks differently, so one seed gives different masks on the two.
 """
 
 from __future__ import annotations
@@ -140,9 +142,7 @@ class StackRNNLM(nn.Module):
         B, n = tokens.shape
         if self.kind == "Sup" and n > 0 and not return_actions and not self._heads_hooked():
             return self._forward_sup(tokens)
-        # Stack updates whose readings are used: r_1..r_{n-1}, and r_n with +R (§8.3);
-        # rau_compat replaces the last update by rau's r_n = a_push v_n [D4].
-        updates = n if self.reading_to_output and not self.rau_compat else n - 1
+        updates = self._num_updates(n)
         cells = self._cells(defer=True)
         state = self._initial_state(B, cells, length=max(updates, 0))
         hidden, stack, reading = state.hidden, state.stack, state.reading
@@ -173,6 +173,11 @@ class StackRNNLM(nn.Module):
     def _output(self, h, reading):  # the undropped output vector (B, e)
         return torch.cat((h, reading), dim=-1) if self.reading_to_output else h
 
+    def _num_updates(self, n: int) -> int:
+        """Stack updates whose readings are used: r_1..r_{n-1}, and r_n with +R (§8.3);
+        rau_compat replaces the last update by rau's r_n = a_push v_n [D4]."""
+        return n if self.reading_to_output and not self.rau_compat else n - 1
+
     def _heads_hooked(self) -> bool:
         """Module hooks on the heads: they must see every step, so take the stepped pass."""
         return any(
@@ -184,7 +189,7 @@ class StackRNNLM(nn.Module):
         """The batched forward of the Sup models as one `SupPass` (same result as the
         stepped loop in `forward`, a hand-written backward)."""
         B, n = tokens.shape
-        updates = n if self.reading_to_output and not self.rau_compat else n - 1
+        updates = self._num_updates(n)
         cells = self._cells()  # W^k = [W_in | W_hh]ᵀ, biases, the token projection
         projected = cells.project(self.dropout(self.embedding(tokens.t())))  # (n, B, G)
         state = self.core.initial_state(B)
@@ -192,11 +197,10 @@ class StackRNNLM(nn.Module):
         L, _, d = h0.shape
         masks = None
         p = self.core.rnn.dropout
-        if self.training and p > 0 and L > 1:  # Drop(h) between layers: keep w.p. 1 - p
-            # (torch.rand >= p) / (1 - p): the same law as F.dropout, a faster generator
+        if self.core.training and p > 0 and L > 1:  # Drop(h) between layers, as Cells
+            # (torch.rand >= p) / (1 - p): F.dropout's law from a faster generator (p < 1)
             masks = torch.rand(L - 1, n, B, d, dtype=h0.dtype, device=h0.device).ge_(p)
-            if p < 1:
-                masks.mul_(1 / (1 - p))
+            masks.mul_(1 / (1 - p))
         W_head = torch.cat((self.actions.weight, self.pushed.weight)).t()  # (d, 3+m)
         b_head = torch.cat((self.actions.bias, self.pushed.bias))
         tops, readings = sup_pass(

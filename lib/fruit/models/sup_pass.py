@@ -8,7 +8,7 @@ the forward runs without a graph and the backward is the adjoint recurrence, so 
 step costs its matrix products and a few dozen small in-place operations.
 
 Measured with benchmarks/models.py on one CPU thread, LSTM+Sup trains about 20% faster
-than through autograd, yet at only ~0.56 of the plain LSTM's throughput: the matrix
+than through autograd, yet at only about 0.55 of the plain LSTM's throughput: the matrix
 products already run at the core's peak and cost what nn.LSTM's do (the parameter
 counts are equal), and what remains is ~0.8 ms per time step of small operations
 (a few µs each) against nn.LSTM's single fused oneDNN call per layer.
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from fruit.stacks.superposition import update_backward, update_forward
 
@@ -46,6 +47,8 @@ class SupPass(torch.autograd.Function):
 
     Every buffer is allocated once and viewed per step before the loops (`unbind`),
     so the loops index Python lists; tensor indexing costs microseconds per call.
+    In the loops, t counts from 0: step t computes h^k_{t+1}, r_{t+1} (row t+1 of X).
+    First-order gradients only (the backward is not itself differentiable).
     """
 
     @staticmethod
@@ -53,6 +56,10 @@ class SupPass(torch.autograd.Function):
         n, B, G = projected.shape
         L, _, d = h0.shape
         m = W_head.size(1) - 3
+        if n < 1 or not n - 1 <= updates <= n:
+            raise ValueError(
+                f"SupPass: needs n >= 1 steps and n - 1 or n updates, got n={n}, updates={updates}"
+            )
         W = weights[:L]
         K = [m] + [d] * (L - 1)  # the stepped input width of each layer, before h
         new = projected.new_empty
@@ -60,7 +67,7 @@ class SupPass(torch.autograd.Function):
         for k in range(L):
             X[k][0, :, K[k] :] = h0[k]
         X[0][0, :, :m] = 0.0  # r_0: the empty stack reads zero
-        x = [X[k].unbind(0) for k in range(L)]  # x[k][t]: input of layer k at step t+1
+        x = [X[k].unbind(0) for k in range(L)]  # x[k][t]: input of layer k on step t
         h = [X[k][1:, :, K[k] :].unbind(0) for k in range(L)]  # h[k][t] = h^k_{t+1}
         up = [X[k + 1][:n, :, :d].unbind(0) for k in range(L - 1)]  # Drop(h^k) for layer k+1
         reading = X[0][1:, :, :m].unbind(0)  # reading[t] = r_{t+1}
@@ -107,26 +114,30 @@ class SupPass(torch.autograd.Function):
                 stacks.append(stack)
                 height = min(stack.size(1) + 1, updates - t)  # below: can't reach a reading
                 stack = update_forward(stack, p[t], v[t], height)
-                reading[t].copy_(stack[:, 0])  # r_t, read by layer 1 at step t+1
-        ctx.lstm, ctx.updates, ctx.K, ctx.X, ctx.stacks = lstm, updates, K, X, stacks
-        if lstm:
-            ctx.A, ctx.C, ctx.TC = A, C, TC
-        ctx.save_for_backward(masks, W_head, probs, pushed, *W)
+                reading[t].copy_(stack[:, 0])  # r_{t+1}: layer 1 reads it on the next step
+        ctx.lstm, ctx.updates, ctx.K = lstm, updates, K
+        per_layer = [*W, *X, *A, *C, *TC] if lstm else [*W, *X]
+        ctx.save_for_backward(masks, W_head, probs, pushed, *per_layer, *stacks)
         tops = X[L - 1][1:, :, K[-1] :].clone()  # (n, B, d)
         readings = X[0][1 : updates + 1, :, :m].clone()  # (updates, B, m)
         return tops, readings
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g_tops, g_readings):
-        masks, W_head, probs, pushed, *W = ctx.saved_tensors
-        lstm, updates, K, X = ctx.lstm, ctx.updates, ctx.K, ctx.X
-        L = len(W)
+        lstm, updates, K = ctx.lstm, ctx.updates, ctx.K
+        L = len(K)
+        masks, W_head, probs, pushed, *saved = ctx.saved_tensors
+        groups = 5 if lstm else 2  # per layer: W, X (+ A, C, TC for the LSTM)
+        W, X, *ACT = (saved[j * L : (j + 1) * L] for j in range(groups))
+        stacks = saved[groups * L :]  # V_0..V_{updates-1}
         n, B, d = g_tops.shape
         m = pushed.size(2)
         # The local derivatives of every step at once (a few large operations instead
         # of many small ones inside the loop).
         if lstm:
-            local = [_lstm_local_derivatives(ctx.A[k], ctx.C[k], ctx.TC[k]) for k in range(L)]
+            A, C, TC = ACT
+            local = [_lstm_local_derivatives(A[k], C[k], TC[k]) for k in range(L)]
         else:
             h = [X[k][1:, :, K[k] :] for k in range(L)]
             local = [h[k].square().neg_().add_(1).unbind(0) for k in range(L)]  # tanh' (B, d)
@@ -139,18 +150,19 @@ class SupPass(torch.autograd.Function):
         dHead = g_tops.new_empty(updates, B, 3 + m)
         dhead_a, dhead_u = dHead[:, :, :3].unbind(0), dHead[:, :, 3:].unbind(0)
         g_top, g_reading = g_tops.unbind(0), g_readings.unbind(0)
-        p, v, stacks = probs.unbind(0), pushed.unbind(0), ctx.stacks
+        p, v = probs.unbind(0), pushed.unbind(0)
         mask = None if masks is None else [masks[k].unbind(0) for k in range(L - 1)]
         W_t = [w.t() for w in W]
         W_head_t = W_head.t()
-        dH = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dh^k_t from step t+1
-        dC = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dc^k_t from step t+1 (LSTM)
-        dR = g_tops.new_zeros(B, m)  # dL/dr_t from layer 1 at step t+1
-        dV = None  # dL/dV_t from update t+1
+        # Adjoints carried from the step after (t+1) to step t:
+        dH = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dh^k, through the recurrence
+        dC = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dc^k (LSTM)
+        dR = g_tops.new_zeros(B, m)  # dL/dr, through layer 1's input
+        dV = None  # dL/dV, through the next stack update
         for t in reversed(range(n)):
             dh = dH[L - 1] + g_top[t]
-            if t < updates:  # the stack update t and the heads that drove it
-                g = dR + g_reading[t]  # dL/dr_t, r_t = V_t[0]
+            if t < updates:  # step t's stack update and the heads that drove it
+                g = dR + g_reading[t]  # dL/d(reading[t]), the top of the updated stack
                 if dV is None:
                     dV = g[:, None]
                 else:
@@ -162,16 +174,16 @@ class SupPass(torch.autograd.Function):
                 dh.addmm_(dHead[t], W_head_t)
             for k in reversed(range(L)):
                 if lstm:
-                    ifg, do_dh, dc_dh, f = local[k]
-                    dc = dC[k].addcmul_(dh, dc_dh[t])  # dL/dc^k_t
-                    torch.mul(ifg[t], dc[:, None], out=dz_ifg[k][t])  # i, f, g
-                    torch.mul(dh, do_dh[t], out=dz_o[k][t])  # o
-                    dC[k] = dc.mul_(f[t])  # to c^k_{t-1}
+                    dc_dz, dh_dzo, dh_dc, f = local[k]
+                    dc = dC[k].addcmul_(dh, dh_dc[t])  # dL/dc^k of this step
+                    torch.mul(dc_dz[t], dc[:, None], out=dz_ifg[k][t])  # i, f, g
+                    torch.mul(dh, dh_dzo[t], out=dz_o[k][t])  # o
+                    dC[k] = dc.mul_(f[t])  # to the previous step's cell
                 else:
                     torch.mul(dh, local[k][t], out=dz[k][t])
                 dx = torch.mm(dz[k][t], W_t[k])  # (B, K_k + d)
-                dH[k] = dx[:, K[k] :]  # to h^k_{t-1}
-                if k > 0:  # to h^{k-1}_t, through the input of layer k
+                dH[k] = dx[:, K[k] :]  # to the previous step's h^k
+                if k > 0:  # to this step's h^{k-1}, through the input of layer k
                     below = dx[:, :d]
                     dh = (
                         dH[k - 1] + below
@@ -179,7 +191,7 @@ class SupPass(torch.autograd.Function):
                         else dH[k - 1].addcmul(below, mask[k - 1][t])
                     )
                 else:
-                    dR = dx[:, :m]  # to r_{t-1}
+                    dR = dx[:, :m]  # to the previous step's reading
         # Weight gradients: one product per layer over all steps.
         g_W = [X[k][:n].reshape(n * B, -1).t() @ dZ[k].reshape(n * B, -1) for k in range(L)]
         g_b = [dZ[k].sum((0, 1)) for k in range(1, L)]
@@ -187,7 +199,7 @@ class SupPass(torch.autograd.Function):
         g_W_head = tops.t() @ dHead.reshape(updates * B, 3 + m)
         g_b_head = dHead.sum((0, 1))
         g_h0 = torch.stack(dH)
-        g_c0 = torch.stack(dC) if lstm else None
+        g_c0 = torch.stack(dC) if lstm and ctx.needs_input_grad[5] else None
         return (None, None, None, dZ[0], g_h0, g_c0, g_W_head, g_b_head, *g_W, *g_b)
 
 
@@ -201,26 +213,26 @@ def _tanh(x: Tensor, out: Tensor) -> Tensor:
 def _lstm_local_derivatives(A: Tensor, C: Tensor, TC: Tensor):
     """One LSTM layer's local derivatives at all steps, from its activated gates A
     (n, B, 4d) = i, f, g, o, cells C (n+1, B, d) and TC = tanh(C[1:]), each as a list
-    over steps:
+    over steps (z: pre-activations; c' the previous cell):
 
-        ifg   (B, 3, d)  dz_{i,f,g}/dc = g σ'(i), c_{t-1} σ'(f), i tanh'(g)
-        do_dh (B, d)     dz_o/dh = tanh(c) σ'(o)
-        dc_dh (B, d)     dc/dh = o tanh'(c)
-        f     (B, d)     dc_{t-1}/dc
+        dc_dz  (B, 3, d)  ∂c/∂z_i, ∂c/∂z_f, ∂c/∂z_g = g σ'(i), c' σ'(f), i tanh'(g)
+        dh_dzo (B, d)     ∂h/∂z_o = tanh(c) σ'(o)
+        dh_dc  (B, d)     ∂h/∂c = o tanh'(c)
+        f      (B, d)     ∂c/∂c'
 
-    with σ'(s) = s - s² and tanh'(y) = 1 - y² (written as addcmul: fewer passes over memory).
+    with σ' = s - s² and tanh' = 1 - y² of the activations (addcmul: fewer passes).
     """
     n, B, G = A.shape
     d = G // 4
     i, f, g, o = A.split(d, -1)
     S = torch.addcmul(A, A, A, value=-1)  # σ' of every gate (g's slot is not used)
     s_i, s_f, _, s_o = S.split(d, -1)
-    ifg = A.new_empty(n, B, 3, d)
-    torch.mul(g, s_i, out=ifg[:, :, 0])
-    torch.mul(C[:-1], s_f, out=ifg[:, :, 1])
-    torch.addcmul(i, i * g, g, value=-1, out=ifg[:, :, 2])  # i (1 - g²)
-    dc_dh = torch.addcmul(o, o * TC, TC, value=-1)  # o (1 - tanh² c)
-    return ifg.unbind(0), (TC * s_o).unbind(0), dc_dh.unbind(0), f.unbind(0)
+    dc_dz = A.new_empty(n, B, 3, d)
+    torch.mul(g, s_i, out=dc_dz[:, :, 0])
+    torch.mul(C[:-1], s_f, out=dc_dz[:, :, 1])
+    torch.addcmul(i, i * g, g, value=-1, out=dc_dz[:, :, 2])  # i (1 - g²)
+    dh_dc = torch.addcmul(o, o * TC, TC, value=-1)  # o (1 - tanh² c)
+    return dc_dz.unbind(0), (TC * s_o).unbind(0), dh_dc.unbind(0), f.unbind(0)
 
 
 def sup_pass(
