@@ -3,6 +3,7 @@
 #                       tables, figures); PROFILE=paper for the full paper (GPUs/cluster)
 #   make test        -- the default test suite (a few minutes on 2 CPU cores)
 #   make test-slow   -- the slow tests only
+#   make test-gpu    -- the CUDA tests only (needs a GPU and a CUDA build, see TORCH)
 #   make lint        -- ruff
 # TORCH picks the PyTorch build (default: torch==2.13.0). For another build, e.g. CUDA:
 #   make clean-venv && make TORCH="torch --index-url https://download.pytorch.org/whl/cu124" test
@@ -13,7 +14,7 @@ TORCH   ?= torch==2.13.0
 PROFILE ?= quick
 BIN      = $(VENV)/bin
 
-.PHONY: venv reproduce test test-slow test-all lint format bench clean-venv
+.PHONY: venv reproduce test test-slow test-gpu test-all lint format bench clean-venv
 
 $(BIN)/fruit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,9 @@ test: venv
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
+
+test-gpu: venv
+	$(BIN)/python -m pytest -q -m gpu
 
 test-all: venv
 	$(BIN)/python -m pytest -q -m "slow or not slow"

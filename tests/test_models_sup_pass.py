@@ -164,3 +164,27 @@ def test_stack_rnn_dropout_masks_keep_rate(monkeypatch):
     seen.clear()
     model(torch.randint(0, 7, (2, 5)))
     assert seen == [None]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+def test_sup_pass_cuda_matches_cpu(lstm):
+    """The fused pass on CUDA: the same outputs and gradients as on the CPU (float64)."""
+    results = []
+    for device in ("cpu", "cuda"):
+        inputs = random_inputs(lstm, dropout=True, seed=3)
+        moved = {
+            k: (
+                [x.detach().to(device).requires_grad_() for x in v]
+                if isinstance(v, list)
+                else None
+                if v is None
+                else v.detach().to(device).requires_grad_(v.requires_grad)
+            )
+            for k, v in inputs.items()
+        }
+        tops, readings = sup_pass(**moved, updates=5)
+        grads = torch.autograd.grad(tops.sum() + readings.square().sum(), leaves(moved))
+        results.append([x.cpu() for x in (tops, readings, *grads)])
+    for a, b in zip(*results):
+        assert (a - b).abs().max() < 1e-10
