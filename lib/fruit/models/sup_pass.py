@@ -80,7 +80,7 @@ class SupPass(torch.autograd.Function):
             for k in range(L):
                 C[k][0] = c0[k]
             a = [A[k].unbind(0) for k in range(L)]
-            # gi[k][t] ... go[k][t]: the four gates of layer k at step t+1, (B, d) each
+            # gi[k][t] ... go[k][t]: the four gates of layer k on step t, (B, d) each
             gi, gf, gg, go = zip(*([y.unbind(0) for y in A[k].split(d, -1)] for k in range(L)))
             c = [C[k].unbind(0) for k in range(L)]
             tc = [TC[k].unbind(0) for k in range(L)]
