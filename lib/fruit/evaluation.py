@@ -289,20 +289,6 @@ def evaluate(
     return {"full": full, "partial": partial}
 
 
-def show_outputs(model, vocab, sources, *, greedy=True, max_tokens=50, seed=SAMPLING_SEED):
-    """Decoded outputs (greedy, or one sample) for a few sources, as token lists."""
-    ids = sample_continuations(
-        model,
-        [vocab.encode(s) for s in sources],
-        eos_id=vocab.eos_id,
-        num_samples=1,
-        max_tokens=max_tokens,
-        seed=seed,
-        greedy=greedy,
-    )
-    return [vocab.decode(per_source[0]) for per_source in ids]
-
-
 def decoded_examples(
     model, task, vocab, sources, *, samples: int = 1, max_tokens: int = 50, seed=SAMPLING_SEED
 ) -> list[dict]:
