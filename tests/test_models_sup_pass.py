@@ -1,5 +1,6 @@
 """The fused Sup stack-RNN pass (fruit.models.sup_pass) against the same recurrence written
-with plain autograd operations, and against finite differences (gradcheck)."""
+with plain autograd operations, and against finite differences (gradcheck); each with the
+pass's pointwise pieces as PyTorch operations and as C kernels (fruit.models.sup_cells)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,25 @@ import pytest
 import torch
 
 from fruit.models import build_model
+from fruit.models.sup_cells import TorchCells, cells_for
 from fruit.models.sup_pass import sup_pass
 from fruit.stacks import SuperpositionStack
 
 F64 = torch.float64
+
+
+@pytest.fixture(params=["torch-cells", "native-cells"])
+def cells(request, monkeypatch):
+    """Which pieces the pass runs on: PyTorch operations, or the C kernels (skipped
+    where they could not be built; tests/test_models_native.py checks that they are
+    built wherever a C compiler is)."""
+    import fruit.models.sup_pass as module
+
+    if request.param == "torch-cells":
+        monkeypatch.setattr(module, "cells_for", lambda x: TorchCells)
+    elif cells_for(torch.zeros((), dtype=F64)) is TorchCells:
+        pytest.skip("the C kernels are not built here (no C compiler, or FRUIT_NATIVE=0)")
+    return request.param
 
 
 def reference_pass(projected, h0, c0, W_head, b_head, weights, biases, updates, masks):
@@ -78,7 +94,7 @@ def leaves(inputs):
 @pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
 @pytest.mark.parametrize("dropout", [False, True], ids=["eval", "dropout"])
 @pytest.mark.parametrize("last_update", [True, False], ids=["updates=n", "updates=n-1"])
-def test_sup_pass_equals_autograd_reference(lstm, dropout, last_update):
+def test_sup_pass_equals_autograd_reference(lstm, dropout, last_update, cells):
     inputs = random_inputs(lstm, dropout=dropout)
     n = inputs["projected"].size(0)
     updates = n if last_update else n - 1
@@ -101,7 +117,7 @@ def test_sup_pass_equals_autograd_reference(lstm, dropout, last_update):
 
 
 @pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
-def test_sup_pass_gradcheck(lstm):
+def test_sup_pass_gradcheck(lstm, cells):
     inputs = random_inputs(lstm, n=4, B=2, d=2, m=2, dropout=True, seed=1)
     names = ["projected", "h0", "W_head", "b_head"]
 
@@ -118,7 +134,7 @@ def test_sup_pass_gradcheck(lstm):
     assert torch.autograd.gradcheck(g, inputs["weights"])
 
 
-def test_sup_pass_single_step_without_update():
+def test_sup_pass_single_step_without_update(cells):
     """n = 1 without +R: no stack update at all; the pass still gives h^L_1 and its gradients."""
     inputs = random_inputs(True, n=1)
     results = []

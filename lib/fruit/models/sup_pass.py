@@ -5,13 +5,8 @@ A stack RNN cannot run its controller over the whole sequence (the reading r_{t-
 enters layer 1 at step t), so every operation is paid once per time step. Through
 autograd one step of a 3-layer LSTM with its stack is some sixty graph nodes. Here
 the forward runs without a graph and the backward is the adjoint recurrence, so a
-step costs its matrix products and a few dozen small in-place operations.
-
-Measured with benchmarks/models.py on one CPU thread, LSTM+Sup trains about 20% faster
-than through autograd, yet at only about 0.55 of the plain LSTM's throughput: the matrix
-products already run at the core's peak and cost what nn.LSTM's do (the parameter
-counts are equal), and what remains is ~0.8 ms per time step of small operations
-(a few µs each) against nn.LSTM's single fused oneDNN call per layer.
+step costs its matrix products (`products`: oneDNN on the CPU) and, between each two
+of them, one call to a pointwise piece (`sup_cells`: C kernels on the CPU).
 
 Forward, for t = 1..n (models.md §4, §8; layer k has input width K_k + d):
 
@@ -33,7 +28,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from fruit.stacks.superposition import update_backward, update_forward
+from fruit.models.products import linear, linear_add
+from fruit.models.sup_cells import cells_for
 
 
 class SupPass(torch.autograd.Function):
@@ -60,7 +56,12 @@ class SupPass(torch.autograd.Function):
             raise ValueError(
                 f"SupPass: needs n >= 1 steps and n - 1 or n updates, got n={n}, updates={updates}"
             )
+        cells = cells_for(projected)
+        projected = projected.contiguous()
+        masks = None if masks is None else masks.to(projected.dtype).contiguous()
         W = weights[:L]
+        WT = [w.t() for w in W]  # (G, K_k + d): the products take weights as nn.Linear does
+        W_head_t = W_head.t()  # (3+m, d)
         K = [m] + [d] * (L - 1)  # the stepped input width of each layer, before h
         new = projected.new_empty
         X = [new(n + 1, B, K[k] + d) for k in range(L)]  # x^k_1..x^k_n; row n: h^k_n only
@@ -69,10 +70,14 @@ class SupPass(torch.autograd.Function):
         X[0][0, :, :m] = 0.0  # r_0: the empty stack reads zero
         x = [X[k].unbind(0) for k in range(L)]  # x[k][t]: input of layer k on step t
         h = [X[k][1:, :, K[k] :].unbind(0) for k in range(L)]  # h[k][t] = h^k_{t+1}
-        up = [X[k + 1][:n, :, :d].unbind(0) for k in range(L - 1)]  # Drop(h^k) for layer k+1
+        # up[k][t]: where layer k+1 reads Drop(h^k_{t+1}); mask[k][t]: its multipliers
+        # (None: no dropout; the top layer has neither)
+        up = [X[k + 1][:n, :, :d].unbind(0) for k in range(L - 1)] + [[None] * n]
+        no_mask = [None] * n
+        mask = [no_mask] * L if masks is None else [*(y.unbind(0) for y in masks), no_mask]
         reading = X[0][1:, :, :m].unbind(0)  # reading[t] = r_{t+1}
-        base = [projected.unbind(0)] + [[weights[L + k - 1]] * n for k in range(1, L)]
-        mask = None if masks is None else [masks[k].unbind(0) for k in range(L - 1)]
+        token_part = projected.unbind(0)
+        bias = [None, *weights[L:]]
         if lstm:
             A = [new(n, B, G) for _ in range(L)]  # activated gates i, f, g, o
             C = [new(n + 1, B, d) for _ in range(L)]  # cell states c_0..c_n
@@ -80,41 +85,31 @@ class SupPass(torch.autograd.Function):
             for k in range(L):
                 C[k][0] = c0[k]
             a = [A[k].unbind(0) for k in range(L)]
-            # gi[k][t] ... go[k][t]: the four gates of layer k on step t, (B, d) each
-            gi, gf, gg, go = zip(*([y.unbind(0) for y in A[k].split(d, -1)] for k in range(L)))
             c = [C[k].unbind(0) for k in range(L)]
             tc = [TC[k].unbind(0) for k in range(L)]
-        else:
-            z = new(B, G)  # pre-activation scratch
         probs, pushed = new(updates, B, 3), new(updates, B, m)
         p, v = probs.unbind(0), pushed.unbind(0)
         stacks = []  # V_0..V_{updates-1}, the inputs of each update
         stack = projected.new_zeros(B, 0, m)
         for t in range(n):
             for k in range(L):
-                if lstm:
-                    torch.addmm(base[k][t], x[k][t], W[k], out=a[k][t])  # (B, 4d)
-                    g = gg[k][t]
-                    g.mul_(2)  # tanh(g) = 2σ(2g) - 1: one sigmoid for all four gates
-                    a[k][t].sigmoid_()
-                    g.mul_(2).sub_(1)
-                    torch.mul(gf[k][t], c[k][t], out=c[k][t + 1]).addcmul_(gi[k][t], g)
-                    torch.mul(go[k][t], _tanh(c[k][t + 1], out=tc[k][t]), out=h[k][t])
+                # z^k_t = x^k_t W^k + (layer 1: the token part; above: b^k)  (B, G)
+                if k == 0:
+                    z = linear_add(x[0][t], WT[0], token_part[t])
                 else:
-                    _tanh(torch.addmm(base[k][t], x[k][t], W[k], out=z), out=h[k][t])
-                if k + 1 < L:  # the layer above reads Drop(h)
-                    if mask is None:
-                        up[k][t].copy_(h[k][t])
-                    else:
-                        torch.mul(h[k][t], mask[k][t], out=up[k][t])
+                    z = linear(x[k][t], WT[k], bias[k])
+                if lstm:
+                    cells.lstm_forward(
+                        z, a[k][t], c[k][t], c[k][t + 1], tc[k][t], h[k][t], mask[k][t], up[k][t]
+                    )
+                else:
+                    cells.rnn_forward(z, h[k][t], mask[k][t], up[k][t])
             if t < updates:
-                head = torch.addmm(b_head, h[L - 1][t], W_head)  # (B, 3+m)
-                p[t].copy_(torch.softmax(head[:, :3], 1))
-                torch.sigmoid(head[:, 3:], out=v[t])
+                head = linear(h[L - 1][t], W_head_t, b_head)  # (B, 3+m)
                 stacks.append(stack)
                 height = min(stack.size(1) + 1, updates - t)  # below: can't reach a reading
-                stack = update_forward(stack, p[t], v[t], height)
-                reading[t].copy_(stack[:, 0])  # r_{t+1}: layer 1 reads it on the next step
+                # r_{t+1} is written where layer 1 reads it on the next step
+                stack = cells.stack_forward(head, p[t], v[t], stack, height, reading[t])
         ctx.lstm, ctx.updates, ctx.K = lstm, updates, K
         per_layer = [*W, *X, *A, *C, *TC] if lstm else [*W, *X]
         ctx.save_for_backward(masks, W_head, probs, pushed, *per_layer, *stacks)
@@ -133,106 +128,57 @@ class SupPass(torch.autograd.Function):
         stacks = saved[groups * L :]  # V_0..V_{updates-1}
         n, B, d = g_tops.shape
         m = pushed.size(2)
-        # The local derivatives of every step at once (a few large operations instead
-        # of many small ones inside the loop).
+        cells = cells_for(g_tops)
+        g_tops, g_readings = g_tops.contiguous(), g_readings.contiguous()
+        # What each step's backward needs of the forward (with PyTorch operations: the
+        # local derivatives of all steps at once, a few large operations)
         if lstm:
-            A, C, TC = ACT
-            local = [_lstm_local_derivatives(A[k], C[k], TC[k]) for k in range(L)]
+            local = [cells.lstm_locals(*(Y[k] for Y in ACT)) for k in range(L)]
         else:
-            h = [X[k][1:, :, K[k] :] for k in range(L)]
-            local = [h[k].square().neg_().add_(1).unbind(0) for k in range(L)]  # tanh' (B, d)
-        d_pushed = torch.addcmul(pushed, pushed, pushed, value=-1).unbind(0)  # σ' (B, m)
+            local = [cells.rnn_locals(X[k][1:, :, K[k] :]) for k in range(L)]
         dZ = [g_tops.new_empty(n, B, W[k].size(1)) for k in range(L)]  # dL/dz^k_t (n, B, G)
         dz = [dZ[k].unbind(0) for k in range(L)]
-        if lstm:
-            dz_ifg = [dZ[k].view(n, B, 4, d)[:, :, :3].unbind(0) for k in range(L)]
-            dz_o = [dZ[k][:, :, 3 * d :].unbind(0) for k in range(L)]
-        dHead = g_tops.new_empty(updates, B, 3 + m)
-        dhead_a, dhead_u = dHead[:, :, :3].unbind(0), dHead[:, :, 3:].unbind(0)
+        dHead = g_tops.new_empty(updates, B, 3 + m)  # dL/d[a; u]
+        dhead = dHead.unbind(0)
         g_top, g_reading = g_tops.unbind(0), g_readings.unbind(0)
         p, v = probs.unbind(0), pushed.unbind(0)
-        mask = None if masks is None else [masks[k].unbind(0) for k in range(L - 1)]
-        W_t = [w.t() for w in W]
-        W_head_t = W_head.t()
+        no_mask = [None] * n
+        mask = [no_mask] * (L - 1) if masks is None else [y.unbind(0) for y in masks]
         # Adjoints carried from the step after (t+1) to step t:
         dH = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dh^k, through the recurrence
-        dC = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dc^k (LSTM)
-        dR = g_tops.new_zeros(B, m)  # dL/dr, through layer 1's input
-        dV = None  # dL/dV, through the next stack update
+        dC = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dc^k (LSTM), updated in place
+        dR = None  # dL/dr, through layer 1's input (None: no later step)
+        dV = g_tops.new_zeros(B, 1, m)  # dL/dV of the last stack (height 1): its reading only
         for t in reversed(range(n)):
-            dh = dH[L - 1] + g_top[t]
+            # dL/dh^L_t = dh_a + dh_b: from the output (and the heads), and from step t+1
             if t < updates:  # step t's stack update and the heads that drove it
-                g = dR + g_reading[t]  # dL/d(reading[t]), the top of the updated stack
-                if dV is None:
-                    dV = g[:, None]
-                else:
-                    dV[:, 0] += g
-                dV, g_probs, g_pushed = update_backward(stacks[t], p[t], v[t], dV)
-                g_probs -= (g_probs * p[t]).sum(1, keepdim=True)  # softmax'
-                torch.mul(g_probs, p[t], out=dhead_a[t])
-                torch.mul(g_pushed, d_pushed[t], out=dhead_u[t])
-                dh.addmm_(dHead[t], W_head_t)
+                dV = cells.stack_backward(stacks[t], p[t], v[t], dV, dR, g_reading[t], dhead[t])
+                dh_a = linear_add(dHead[t], W_head, g_top[t])  # (B, d)
+            else:
+                dh_a = g_top[t]
+            dh_b, mask_t = dH[L - 1], None
             for k in reversed(range(L)):
                 if lstm:
-                    dc_dz, dh_dzo, dh_dc, f = local[k]
-                    dc = dC[k].addcmul_(dh, dh_dc[t])  # dL/dc^k of this step
-                    torch.mul(dc_dz[t], dc[:, None], out=dz_ifg[k][t])  # i, f, g
-                    torch.mul(dh, dh_dzo[t], out=dz_o[k][t])  # o
-                    dC[k] = dc.mul_(f[t])  # to the previous step's cell
+                    cells.lstm_backward(dh_a, dh_b, mask_t, local[k][t], dC[k], dz[k][t])
                 else:
-                    torch.mul(dh, local[k][t], out=dz[k][t])
-                dx = torch.mm(dz[k][t], W_t[k])  # (B, K_k + d)
+                    cells.rnn_backward(dh_a, dh_b, mask_t, local[k][t], dz[k][t])
+                dx = linear(dz[k][t], W[k])  # dz W^kᵀ (B, K_k + d)
                 dH[k] = dx[:, K[k] :]  # to the previous step's h^k
-                if k > 0:  # to this step's h^{k-1}, through the input of layer k
-                    below = dx[:, :d]
-                    dh = (
-                        dH[k - 1] + below
-                        if mask is None
-                        else dH[k - 1].addcmul(below, mask[k - 1][t])
-                    )
+                if k > 0:  # dL/dh^{k-1}_t = dH[k-1] + Drop'(the input part of dx)
+                    dh_a, dh_b, mask_t = dH[k - 1], dx[:, :d], mask[k - 1][t]
                 else:
                     dR = dx[:, :m]  # to the previous step's reading
         # Weight gradients: one product per layer over all steps.
-        g_W = [X[k][:n].reshape(n * B, -1).t() @ dZ[k].reshape(n * B, -1) for k in range(L)]
+        g_W = [  # X^kᵀ dZ^k
+            linear(X[k][:n].reshape(n * B, -1).t(), dZ[k].reshape(n * B, -1).t()) for k in range(L)
+        ]
         g_b = [dZ[k].sum((0, 1)) for k in range(1, L)]
         tops = X[L - 1][1 : updates + 1, :, K[-1] :].reshape(updates * B, d)
-        g_W_head = tops.t() @ dHead.reshape(updates * B, 3 + m)
+        g_W_head = linear(tops.t(), dHead.reshape(updates * B, 3 + m).t())  # topsᵀ dHead
         g_b_head = dHead.sum((0, 1))
         g_h0 = torch.stack(dH)
         g_c0 = torch.stack(dC) if lstm and ctx.needs_input_grad[5] else None
         return (None, None, None, dZ[0], g_h0, g_c0, g_W_head, g_b_head, *g_W, *g_b)
-
-
-def _tanh(x: Tensor, out: Tensor) -> Tensor:
-    """tanh(x) = 2σ(2x) - 1 into ``out`` (may be x): PyTorch's CPU tanh costs about
-    four times its sigmoid, and on these small tensors it was the largest pointwise
-    cost of a step."""
-    return torch.mul(x, 2, out=out).sigmoid_().mul_(2).sub_(1)
-
-
-def _lstm_local_derivatives(A: Tensor, C: Tensor, TC: Tensor):
-    """One LSTM layer's local derivatives at all steps, from its activated gates A
-    (n, B, 4d) = i, f, g, o, cells C (n+1, B, d) and TC = tanh(C[1:]), each as a list
-    over steps (z: pre-activations; c' the previous cell):
-
-        dc_dz  (B, 3, d)  ∂c/∂z_i, ∂c/∂z_f, ∂c/∂z_g = g σ'(i), c' σ'(f), i tanh'(g)
-        dh_dzo (B, d)     ∂h/∂z_o = tanh(c) σ'(o)
-        dh_dc  (B, d)     ∂h/∂c = o tanh'(c)
-        f      (B, d)     ∂c/∂c'
-
-    with σ' = s - s² and tanh' = 1 - y² of the activations (addcmul: fewer passes).
-    """
-    n, B, G = A.shape
-    d = G // 4
-    i, f, g, o = A.split(d, -1)
-    S = torch.addcmul(A, A, A, value=-1)  # σ' of every gate (g's slot is not used)
-    s_i, s_f, _, s_o = S.split(d, -1)
-    dc_dz = A.new_empty(n, B, 3, d)
-    torch.mul(g, s_i, out=dc_dz[:, :, 0])
-    torch.mul(C[:-1], s_f, out=dc_dz[:, :, 1])
-    torch.addcmul(i, i * g, g, value=-1, out=dc_dz[:, :, 2])  # i (1 - g²)
-    dh_dc = torch.addcmul(o, o * TC, TC, value=-1)  # o (1 - tanh² c)
-    return dc_dz.unbind(0), (TC * s_o).unbind(0), dh_dc.unbind(0), f.unbind(0)
 
 
 def sup_pass(

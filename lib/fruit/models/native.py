@@ -1,0 +1,132 @@
+"""Build and load the C kernels of the fused stack-RNN pass (``sup_cells.c``).
+
+The source is compiled with the system's C compiler the first time it is needed, once
+per source version, precision and machine, into a cache folder (``FRUIT_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/fruit``, else ``~/.cache/fruit``), and loaded with ctypes.
+Nothing depends on it: without a compiler, or with the environment variable
+``FRUIT_NATIVE=0``, `library` returns None (after one warning when a build failed)
+and the pass runs the same computation as PyTorch operations.
+
+Flags: ``-O3 -march=native -ffast-math``. ``-ffast-math`` is what lets GCC call
+glibc's vectorised exp (libmvec); the kernels are elementwise and short sums, and
+the tests hold them to the PyTorch reference in float32 and float64.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("sup_cells.c")
+FLAGS = ["-O3", "-march=native", "-ffast-math", "-fPIC", "-shared", "-std=c11"]
+REALS = ("float", "double")
+
+
+def enabled() -> bool:
+    """False when the user turned the C kernels off with FRUIT_NATIVE=0."""
+    return os.environ.get("FRUIT_NATIVE", "1") != "0"
+
+
+def cache_dir() -> Path:
+    if "FRUIT_CACHE_DIR" in os.environ:
+        return Path(os.environ["FRUIT_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fruit"
+
+
+def _machine() -> str:
+    """What -march=native compiles for: the architecture and the CPU's model and flags."""
+    info = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [line for line in f if line.startswith(("model name", "flags", "Features"))]
+        info += "".join(sorted(set(lines)))
+    except OSError:
+        info += platform.processor()
+    return info
+
+
+def _compiler() -> str | None:
+    cc = os.environ.get("CC", "cc")
+    return shutil.which(cc)
+
+
+@functools.cache
+def library(real: str) -> ctypes.CDLL | None:
+    """The kernels compiled with REAL = ``real`` ("float" or "double"), or None."""
+    if real not in REALS:
+        raise ValueError(f"native.library: real must be one of {REALS}, got {real!r}")
+    if not enabled():
+        return None
+    cc = _compiler()
+    if cc is None:
+        _warn(f"no C compiler ({os.environ.get('CC', 'cc')}) found")
+        return None
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(
+        b"\0".join(
+            [source, " ".join(FLAGS).encode(), real.encode(), cc.encode(), _machine().encode()]
+        )
+    ).hexdigest()[:16]
+    path = cache_dir() / f"sup_cells-{real}-{key}.so"
+    if not path.exists():
+        try:
+            _build(cc, real, path)
+        except (OSError, subprocess.SubprocessError) as error:
+            _warn(str(error))
+            return None
+    return _declare(ctypes.CDLL(str(path)))
+
+
+def _build(cc: str, real: str, path: Path) -> None:
+    """Compile into a temporary file beside ``path``, then rename it into place (a
+    concurrent build of the same file is harmless; no half-written library is left)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        command = [cc, *FLAGS, f"-DREAL={real}", str(SOURCE), "-o", tmp, "-lm"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise subprocess.SubprocessError(
+                f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}"
+            )
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """Argument types of the kernels: i = ptrdiff_t (sizes, row strides), p = pointer."""
+    i, p = ctypes.c_ssize_t, ctypes.c_void_p
+    signatures = {
+        "lstm_forward": [i, i, p, p, p, p, p, p, i, p, p, i],
+        "lstm_backward": [i, i, p, i, p, i, p, p, p, p, p, p],
+        "rnn_forward": [i, i, p, p, i, p, p, i],
+        "rnn_backward": [i, i, p, i, p, i, p, p, i, p],
+        "stack_forward": [i, i, i, i, p, p, p, p, p, p, i],
+        "stack_backward": [i, i, i, i, p, p, p, p, p, i, p, p, p],
+    }
+    for name, argtypes in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, None
+    return lib
+
+
+def _warn(reason: str) -> None:
+    warnings.warn(
+        "fruit: the C kernels of the stack-RNN pass are not available, so RNN+Sup and "
+        f"LSTM+Sup run on PyTorch operations (same results, slower on the CPU): {reason}. "
+        "Set FRUIT_NATIVE=0 to silence this.",
+        RuntimeWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,211 @@
+"""The C kernels of the fused stack-RNN pass (fruit.models.native, sup_cells.c) against
+their PyTorch reference (fruit.models.sup_cells.TorchCells), piece by piece; how they are
+built and what happens when they cannot be; and the pass's matrix products
+(fruit.models.products) against torch's."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import pytest
+import torch
+
+from fruit.models import native, products
+from fruit.models.sup_cells import NativeCells, TorchCells, _native_cells, cells_for
+
+REAL = {torch.float32: "float", torch.float64: "double"}
+TOL = {torch.float32: 2e-6, torch.float64: 1e-13}
+
+
+@pytest.fixture
+def fresh_build(monkeypatch, tmp_path):
+    """An empty cache folder, and no library remembered from earlier tests."""
+    monkeypatch.setenv("FRUIT_CACHE_DIR", str(tmp_path))
+    native.library.cache_clear()
+    _native_cells.cache_clear()
+    yield tmp_path
+    native.library.cache_clear()
+    _native_cells.cache_clear()
+
+
+def native_cells(dtype) -> NativeCells:
+    cells = cells_for(torch.zeros((), dtype=dtype))
+    if cells is TorchCells:
+        pytest.skip("the C kernels are not built here (no C compiler, or FRUIT_NATIVE=0)")
+    return cells
+
+
+def test_kernels_are_built_where_a_compiler_is(fresh_build):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc) on this machine")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed build would warn
+        for real in ("float", "double"):
+            assert native.library(real) is not None
+    assert len(list(fresh_build.glob("sup_cells-*.so"))) == 2
+    assert isinstance(cells_for(torch.zeros(1)), NativeCells)
+
+
+def test_failed_build_warns_and_falls_back(fresh_build, monkeypatch):
+    monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
+    with pytest.warns(RuntimeWarning, match="run on PyTorch operations"):
+        assert native.library("float") is None
+    assert cells_for(torch.zeros(1)) is TorchCells
+    assert list(fresh_build.iterdir()) == []  # no half-written library left behind
+
+
+def test_missing_compiler_and_switch_off(fresh_build, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-compiler-here")
+    with pytest.warns(RuntimeWarning, match="no C compiler"):
+        assert native.library("double") is None
+    native.library.cache_clear()
+    monkeypatch.setenv("FRUIT_NATIVE", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native.library("double") is None
+    with pytest.raises(ValueError, match="real must be one of"):
+        native.library("half")
+
+
+def test_cells_for_uses_torch_off_the_cpu_and_for_other_dtypes():
+    assert cells_for(torch.zeros(1, dtype=torch.bfloat16)) is TorchCells
+    if torch.cuda.is_available():
+        assert cells_for(torch.zeros(1, device="cuda")) is TorchCells
+
+
+# -- piece by piece against TorchCells -------------------------------------------------
+
+
+def rows(B, width, offset, dtype, g):
+    """A (B, width) view whose rows lie in a wider buffer, as the pass's buffers do."""
+    buffer = torch.randn(B, width + offset + 3, dtype=dtype, generator=g)
+    return buffer[:, offset : offset + width]
+
+
+def close(a, b, dtype):
+    scale = max(1.0, b.abs().max().item()) if b.numel() else 1.0
+    return (a - b).abs().max().item() <= TOL[dtype] * scale if b.numel() else True
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("masked", [True, False], ids=["mask", "no-mask"])
+@pytest.mark.parametrize("top", [False, True], ids=["below-top", "top"])
+def test_lstm_pieces(dtype, masked, top):
+    cells = native_cells(dtype)
+    g = torch.Generator().manual_seed(1)
+    B, d, n = 5, 7, 3
+    z = 3 * torch.randn(B, 4 * d, dtype=dtype, generator=g)
+    c_prev = torch.randn(B, d, dtype=dtype, generator=g)
+    mask = (torch.rand(B, d, generator=g) > 0.3).to(dtype) / 0.7 if masked else None
+    outs = []
+    for impl in (cells, TorchCells):
+        a, c, tc = (torch.full((B, k * d), float("nan"), dtype=dtype) for k in (4, 1, 1))
+        h, up = rows(B, d, 2, dtype, g), None if top else rows(B, d, 0, dtype, g)
+        impl.lstm_forward(z.clone(), a, c_prev, c, tc, h, mask, up)
+        outs.append([a, c, tc, h] + ([] if top else [up]))
+    for x, y in zip(*outs):
+        assert close(x, y, dtype)
+
+    A = torch.rand(n, B, 4 * d, dtype=dtype, generator=g)
+    C = torch.randn(n + 1, B, d, dtype=dtype, generator=g)
+    TC = torch.tanh(C[1:])
+    dh_a, dh_b = rows(B, d, 1, dtype, g), rows(B, d, 4, dtype, g)
+    dc0 = torch.randn(B, d, dtype=dtype, generator=g)
+    outs = []
+    for impl in (cells, TorchCells):
+        local = impl.lstm_locals(A, C, TC)[1]
+        dc, dz = dc0.clone(), torch.full((B, 4 * d), float("nan"), dtype=dtype)
+        impl.lstm_backward(dh_a, dh_b, mask, local, dc, dz)
+        outs.append([dc, dz])
+    for x, y in zip(*outs):
+        assert close(x, y, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("masked", [True, False], ids=["mask", "no-mask"])
+def test_rnn_pieces(dtype, masked):
+    cells = native_cells(dtype)
+    g = torch.Generator().manual_seed(2)
+    B, d, n = 4, 9, 3
+    z = 3 * torch.randn(B, d, dtype=dtype, generator=g)
+    mask = (torch.rand(B, d, generator=g) > 0.3).to(dtype) / 0.7 if masked else None
+    outs = []
+    for impl in (cells, TorchCells):
+        h, up = rows(B, d, 3, dtype, g), rows(B, d, 0, dtype, g)
+        impl.rnn_forward(z.clone(), h, mask, up)
+        outs.append([h, up])
+    for x, y in zip(*outs):
+        assert close(x, y, dtype)
+
+    H = torch.rand(n, B, 2 * d, dtype=dtype, generator=g)[:, :, d:]  # rows in a wider buffer
+    dh_a, dh_b = rows(B, d, 1, dtype, g), rows(B, d, 2, dtype, g)
+    outs = []
+    for impl in (cells, TorchCells):
+        dz = torch.full((B, d), float("nan"), dtype=dtype)
+        impl.rnn_backward(dh_a, dh_b, mask, impl.rnn_locals(H)[2], dz)
+        outs.append(dz)
+    assert close(*outs, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize(
+    "h, height", [(0, 1), (1, 2), (3, 4), (4, 4), (5, 3), (2, 1)], ids=lambda v: str(v)
+)
+def test_stack_pieces(dtype, h, height):
+    """One update from a stack of h elements to `height` (growing, kept, truncated)."""
+    cells = native_cells(dtype)
+    g = torch.Generator().manual_seed(3)
+    B, m = 4, 6
+    head = 4 * torch.randn(B, 3 + m, dtype=dtype, generator=g)
+    head[0, :3] = torch.tensor([60.0, -60.0, 0.0])  # saturated actions stay finite
+    old = torch.randn(B, h, m, dtype=dtype, generator=g)
+    outs = []
+    for impl in (cells, TorchCells):
+        probs, pushed = torch.empty(B, 3, dtype=dtype), torch.empty(B, m, dtype=dtype)
+        reading = rows(B, m, 2, dtype, g)
+        new = impl.stack_forward(head, probs, pushed, old, height, reading)
+        outs.append([probs, pushed, new, reading])
+    for x, y in zip(*outs):
+        assert x.shape == y.shape and torch.isfinite(x).all()
+        assert close(x, y, dtype)
+
+    probs, pushed = outs[1][0], outs[1][1]
+    grad = torch.randn(B, height, m, dtype=dtype, generator=g)
+    g_b = torch.randn(B, m, dtype=dtype, generator=g)
+    for g_a in (None, rows(B, m, 1, dtype, g)):
+        outs = []
+        for impl in (cells, TorchCells):
+            dhead = torch.full((B, 3 + m), float("nan"), dtype=dtype)
+            g_new = grad.clone()
+            g_old = impl.stack_backward(old, probs, pushed, g_new, g_a, g_b, dhead)
+            outs.append([g_old, dhead, g_new])
+        for x, y in zip(*outs):
+            assert x.shape == y.shape
+            assert close(x, y, dtype)
+
+
+# -- the matrix products -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_products_match_torch(dtype):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(30, 50, dtype=dtype, generator=g)[:, 3:40]  # rows in a wider buffer
+    weight = torch.randn(37, 20, dtype=dtype, generator=g).t()  # a transposed view (20, 37)
+    bias = torch.randn(20, dtype=dtype, generator=g)
+    other = torch.randn(30, 20, dtype=dtype, generator=g)
+    want = x.double() @ weight.double().t()
+    tol = 1e-4 if dtype == torch.float32 else 1e-12
+    assert (products.linear(x, weight) - want).abs().max() < tol
+    assert (products.linear(x, weight, bias) - (want + bias.double())).abs().max() < tol
+    assert (products.linear_add(x, weight, other) - (want + other.double())).abs().max() < tol
+    out = torch.empty(30, 20, dtype=dtype)
+    assert products.linear(x, weight, bias, out=out) is out
+    assert (out - (want + bias.double())).abs().max() < tol
+    assert products.linear_add(x, weight, other, out=out) is out
+    assert (out - (want + other.double())).abs().max() < tol
+    # the weight gradient's shape of call: transposed views of both
+    X, dZ = torch.randn(64, 11, dtype=dtype), torch.randn(64, 13, dtype=dtype)
+    assert (products.linear(X.t(), dZ.t()) - X.double().t() @ dZ.double()).abs().max() < tol
+    assert products.uses_onednn(x) == (dtype == torch.float32 and products._ONEDNN is not None)
