@@ -26,10 +26,20 @@ from torch import Tensor
 
 
 def _onednn_op():
-    """PyTorch's oneDNN linear (the one its compiler emits for CPU linears), or None."""
+    """PyTorch's oneDNN linear (the one its compiler emits for CPU linears), or None
+    when switched off, absent from this build, or not giving torch's result on a probe."""
     if os.environ.get("FRUIT_ONEDNN", "1") == "0" or not torch.backends.mkldnn.is_available():
         return None
-    return getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+    op = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+    try:
+        x = torch.arange(35.0).reshape(5, 7).sin()  # no random numbers: seeds stay put
+        w, b = torch.arange(21.0).reshape(7, 3).cos().t(), torch.arange(3.0)  # w: a strided view
+        y, other = op(x, w, b, "none", [], ""), op.binary(x, b.expand(5, 3), w, None, "add")
+        want = torch.nn.functional.linear(x, w, b)
+        ok = (y - want).abs().max() < 1e-4 and (other - want).abs().max() < 1e-4
+    except (AttributeError, RuntimeError, TypeError):
+        ok = False
+    return op if ok else None
 
 
 _ONEDNN = _onednn_op()
