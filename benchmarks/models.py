@@ -4,8 +4,11 @@ Batches are real question-formation strings (source + target, models.md §1) pac
 as in training: sorted by length, b * max|w| <= 2048 tokens (§11). One training
 step is forward, loss (mean over strings of -log p(w EOS)), backward, clipping at
 10 and an Adam step. Throughput counts predicted positions, sum(|w| + 1), per second.
-Each architecture's throughput is also given divided by the plain transformer's,
-measured in the same run.
+Each architecture's throughput is also given divided by the plain transformer's and
+by its own base's (Tf, RNN or LSTM), measured in the same run, and the last lines say
+whether the project's speed targets are met (Tf+Nd >= 1/10 of Tf, Tf+Nd+Nd >= 1/20,
+LSTM+Nd >= 1/20 of LSTM, every Sup model >= 1/1.5 of its base). --arch adds Tf and
+the bases of the architectures asked for.
 
     .venv/bin/python benchmarks/models.py [--data-dir DIR] [--seconds 10] [--arch Tf --arch Tf+Nd]
 
@@ -104,6 +107,11 @@ def main(argv=None) -> int:
     # against other processes and a step can be 10x slower than with one thread.
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
     args = parser.parse_args(argv)
+    unknown = [a for a in args.arch or [] if a not in ARCHITECTURES]
+    if unknown:
+        parser.error(
+            f"unknown architecture {unknown[0]!r}; valid choices: {', '.join(ARCHITECTURES)}"
+        )
 
     path = args.data_dir / args.task / f"{args.split}.tsv"
     if not path.is_file():
@@ -120,7 +128,10 @@ def main(argv=None) -> int:
     V = max(vocab.size, PAPER_VOCAB_SIZES.get(args.task, 0))
     strings = [vocab.encode(source + target) for source, target in examples]
     batches = make_batches(strings, args.batch_tokens)
-    archs = list(ARCHITECTURES) if not args.arch else ["Tf", *[a for a in args.arch if a != "Tf"]]
+    archs = list(ARCHITECTURES)
+    if args.arch:  # those asked for, with Tf and their own bases (Tf, RNN, LSTM)
+        wanted = {"Tf", *args.arch, *(base_of(a) for a in args.arch)}
+        archs = [a for a in archs if a in wanted]
 
     print(
         f"# {path}: {len(strings)} strings, {len(batches)} batches (b*max|w| <= {args.batch_tokens}), V={V}"
@@ -128,19 +139,49 @@ def main(argv=None) -> int:
     print(f"# device={device} torch={torch.__version__} threads={torch.get_num_threads()}")
     print(f"# load average at start: {load_load()}")
     print(
-        f"{'architecture':<12} {'d':>4} {'params':>8} {'steps':>5} {'s/step':>8} {'tokens/s':>10} {'/Tf':>7}"
+        f"{'architecture':<12} {'d':>4} {'params':>8} {'steps':>5} {'s/step':>8} {'tokens/s':>10}"
+        f" {'/Tf':>7} {'/base':>7}"
     )
-    base = None
+    speed = {}
     for arch in archs:
         r = measure(arch, V, batches, device, args.seconds, args.min_steps, args.warmup)
-        base = base or r["tokens_per_s"]
+        speed[arch] = r["tokens_per_s"]
+        base = speed.get(base_of(arch))
         print(
             f"{arch:<12} {r['d']:>4} {r['params']:>8} {r['steps']:>5} {r['s_per_step']:>8.3f} "
-            f"{r['tokens_per_s']:>10.0f} {r['tokens_per_s'] / base:>7.3f}",
+            f"{speed[arch]:>10.0f} {speed[arch] / speed['Tf']:>7.3f} "
+            f"{speed[arch] / base if base else float('nan'):>7.3f}",
             flush=True,
         )
     print(f"# load average at end: {load_load()}")
+    for line in target_report(speed):
+        print(line)
     return 0
+
+
+def base_of(arch: str) -> str:
+    """The plain model an architecture adds stacks to: Tf, RNN or LSTM."""
+    return arch.split("+")[0]
+
+
+# The project's speed targets (issue: the fifteen architectures): throughput at least
+# this fraction of the base's, measured in the same run.
+TARGETS = {"Tf+Nd": 1 / 10, "Tf+Nd+Nd": 1 / 20, "LSTM+Nd": 1 / 20}
+SUP_TARGET = 1 / 1.5  # every Sup model within 1.5x of its base
+
+
+def target_report(speed: dict[str, float]) -> list[str]:
+    """'# target' lines for the measured architectures that have a target."""
+    lines = []
+    for arch, value in speed.items():
+        want = TARGETS.get(arch, SUP_TARGET if "Sup" in arch else None)
+        base = base_of(arch)
+        if want is None or base not in speed:
+            continue
+        ratio = value / speed[base]
+        verdict = "met" if ratio >= want else "NOT met"
+        lines.append(f"# target {arch} >= {want:.3f} of {base}: {ratio:.3f} {verdict}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -61,3 +61,27 @@ def test_train_step_loss_is_the_mean_string_cross_entropy(repo_root):
     loss = bench.train_step(model, optimizer, batch, vocab_size)
     assert abs(loss - expected) < 1e-4 * max(1.0, expected)
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_target_report_uses_each_models_own_base(repo_root):
+    bench = load_benchmark(repo_root)
+    speed = {"Tf": 100.0, "Tf+Nd": 9.0, "Tf+Sup": 70.0, "LSTM": 200.0, "LSTM+Sup": 120.0}
+    speed |= {"LSTM+Nd": 11.0, "RNN+Sup": 50.0}  # RNN+Sup: its base was not measured
+    lines = bench.target_report(speed)
+    assert lines == [
+        "# target Tf+Nd >= 0.100 of Tf: 0.090 NOT met",
+        "# target Tf+Sup >= 0.667 of Tf: 0.700 met",
+        "# target LSTM+Sup >= 0.667 of LSTM: 0.600 NOT met",
+        "# target LSTM+Nd >= 0.050 of LSTM: 0.055 met",
+    ]
+    assert [bench.base_of(a) for a in ("Tf+Sup+Sup", "RNN+Nd+R", "LSTM")] == ["Tf", "RNN", "LSTM"]
+
+
+def test_benchmark_rejects_an_unknown_architecture(repo_root, capsys):
+    import pytest
+
+    bench = load_benchmark(repo_root)
+    with pytest.raises(SystemExit):
+        bench.main(["--arch", "LSTM+Foo"])
+    err = capsys.readouterr().err
+    assert "unknown architecture 'LSTM+Foo'; valid choices: Tf, Tf+Sup" in err
