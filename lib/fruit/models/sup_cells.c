@@ -25,7 +25,7 @@ static inline real sigmoid(real x) { return 1 / (1 + exp(-x)); }
 /* tanh x = 2 σ(2x) - 1, as in the PyTorch reference. */
 static inline real tanh_(real x) { return 2 * sigmoid(2 * x) - 1; }
 
-/* dh = dh_a + dh_b * mask (mask NULL: dh_a + dh_b) for one row of d. */
+/* out = a + b * mask (mask NULL: a + b) for one row of d. */
 static inline void sum_row(idx d, const real *restrict a, const real *restrict b,
                            const real *restrict mask, real *restrict out)
 {
@@ -33,6 +33,13 @@ static inline void sum_row(idx d, const real *restrict a, const real *restrict b
         for (idx j = 0; j < d; j++) out[j] = a[j] + b[j] * mask[j];
     else
         for (idx j = 0; j < d; j++) out[j] = a[j] + b[j];
+}
+
+static inline real dot(idx m, const real *restrict x, const real *restrict y)
+{
+    real s = 0;
+    for (idx j = 0; j < m; j++) s += x[j] * y[j];
+    return s;
 }
 
 /* Drop(h) = h * mask (mask NULL: h) into the next layer's input row. */
@@ -80,18 +87,17 @@ void lstm_backward(idx B, idx d, const real *restrict dh_a, idx lda, const real 
                    const real *restrict c_prev, const real *restrict tc, real *restrict dc,
                    real *restrict dz)
 {
-    real dh[d];
     for (idx b = 0; b < B; b++) {
         const real *i = a + b * 4 * d, *f = i + d, *g = i + 2 * d, *o = i + 3 * d;
         const real *cp = c_prev + b * d, *t = tc + b * d;
-        real *dcb = dc + b * d, *dzb = dz + b * 4 * d;
+        real *dcb = dc + b * d, *dzb = dz + b * 4 * d, *dh = dzb + 3 * d;
         sum_row(d, dh_a + b * lda, dh_b + b * ldb, mask ? mask + b * d : NULL, dh);
-        for (idx j = 0; j < d; j++) {
-            real dcj = dcb[j] + dh[j] * o[j] * (1 - t[j] * t[j]);
+        for (idx j = 0; j < d; j++) { /* dh[j] is read before dz_o[j] overwrites it */
+            real dhj = dh[j], dcj = dcb[j] + dhj * o[j] * (1 - t[j] * t[j]);
             dzb[j] = dcj * g[j] * i[j] * (1 - i[j]);
             dzb[d + j] = dcj * cp[j] * f[j] * (1 - f[j]);
             dzb[2 * d + j] = dcj * i[j] * (1 - g[j] * g[j]);
-            dzb[3 * d + j] = dh[j] * t[j] * o[j] * (1 - o[j]);
+            dzb[3 * d + j] = dhj * t[j] * o[j] * (1 - o[j]);
             dcb[j] = dcj * f[j];
         }
     }
@@ -115,11 +121,11 @@ void rnn_backward(idx B, idx d, const real *restrict dh_a, idx lda, const real *
                   idx ldb, const real *restrict mask, const real *restrict h, idx ldh,
                   real *restrict dz)
 {
-    real dh[d];
     for (idx b = 0; b < B; b++) {
         const real *hb = h + b * ldh;
-        sum_row(d, dh_a + b * lda, dh_b + b * ldb, mask ? mask + b * d : NULL, dh);
-        for (idx j = 0; j < d; j++) dz[b * d + j] = dh[j] * (1 - hb[j] * hb[j]);
+        real *dzb = dz + b * d;
+        sum_row(d, dh_a + b * lda, dh_b + b * ldb, mask ? mask + b * d : NULL, dzb); /* dL/dh */
+        for (idx j = 0; j < d; j++) dzb[j] *= 1 - hb[j] * hb[j];
     }
 }
 
@@ -135,8 +141,6 @@ void stack_forward(idx B, idx m, idx h, idx H, const real *restrict head, real *
                    real *restrict pushed, const real *restrict old, real *restrict new_,
                    real *restrict reading, idx ldr)
 {
-    real zero[m];
-    memset(zero, 0, sizeof zero);
     for (idx b = 0; b < B; b++) {
         const real *logit = head + b * (3 + m), *O = old + b * h * m;
         real *p = probs + b * 3, *v = pushed + b * m, *N = new_ + b * H * m;
@@ -149,11 +153,15 @@ void stack_forward(idx B, idx m, idx h, idx H, const real *restrict head, real *
         p[2] = noop;
         for (idx j = 0; j < m; j++) v[j] = sigmoid(logit[3 + j]);
         for (idx i = 0; i < H; i++) {
-            const real *down = i == 0 ? v : i - 1 < h ? O + (i - 1) * m : zero;
-            const real *same = i < h ? O + i * m : zero;
-            const real *up = i + 1 < h ? O + (i + 1) * m : zero;
+            /* An element past the old stack's end is zero: it gets weight 0 on a stand-in
+             * row (v, which is finite), so one loop serves every row. */
+            const real *same = i < h ? O + i * m : v, *up = i + 1 < h ? O + (i + 1) * m : v;
+            const real *down = i == 0 ? v : i - 1 < h ? O + (i - 1) * m : v;
+            real w_same = i < h ? noop : 0, w_up = i + 1 < h ? pop : 0;
+            real w_down = i == 0 || i - 1 < h ? push : 0;
             real *row = N + i * m;
-            for (idx j = 0; j < m; j++) row[j] = push * down[j] + noop * same[j] + pop * up[j];
+            for (idx j = 0; j < m; j++)
+                row[j] = w_same * same[j] + w_up * up[j] + w_down * down[j];
         }
         memcpy(reading + b * ldr, N, (size_t)m * sizeof(real));
     }
@@ -167,36 +175,37 @@ void stack_backward(idx B, idx m, idx h, idx H, const real *restrict old,
                     const real *restrict g_a, idx lda, const real *restrict g_b,
                     real *restrict g_old, real *restrict dhead)
 {
-    real zero[m];
-    memset(zero, 0, sizeof zero);
     for (idx b = 0; b < B; b++) {
         const real *O = old + b * h * m, *p = probs + b * 3, *v = pushed + b * m;
         real *Gb = g + b * H * m, *dO = g_old + b * h * m, *dh = dhead + b * (3 + m);
         real push = p[0], pop = p[1], noop = p[2];
         for (idx j = 0; j < m; j++) Gb[j] += (g_a ? g_a[b * lda + j] : 0) + g_b[b * m + j];
-        real g_push = 0, g_pop = 0, g_noop = 0;
-        for (idx j = 0; j < m; j++) g_push += Gb[j] * v[j];
-        for (idx i = 0; i < H; i++) { /* new[i]'s terms: push old[i-1], noop old[i], pop old[i+1] */
+        /* dL/dprobs: new[i] = noop old[i] + pop old[i+1] + push (old[i-1], or v for i = 0) */
+        real g_push = dot(m, Gb, v), g_pop = 0, g_noop = 0;
+        for (idx i = 0; i < H; i++) { /* stand-in rows as in stack_forward; their sums unused */
             const real *row = Gb + i * m;
-            const real *down = i >= 1 && i - 1 < h ? O + (i - 1) * m : zero;
-            const real *same = i < h ? O + i * m : zero;
-            const real *up = i + 1 < h ? O + (i + 1) * m : zero;
-            real sp = 0, sn = 0, so = 0;
+            const real *same = i < h ? O + i * m : v, *up = i + 1 < h ? O + (i + 1) * m : v;
+            const real *down = i >= 1 && i - 1 < h ? O + (i - 1) * m : v;
+            real s_same = 0, s_up = 0, s_down = 0;
             for (idx j = 0; j < m; j++) {
-                sp += row[j] * down[j];
-                sn += row[j] * same[j];
-                so += row[j] * up[j];
+                s_same += row[j] * same[j];
+                s_up += row[j] * up[j];
+                s_down += row[j] * down[j];
             }
-            g_push += sp; /* sp = 0 for i = 0: v's term is counted above */
-            g_noop += sn;
-            g_pop += so;
+            if (i < h) g_noop += s_same;
+            if (i + 1 < h) g_pop += s_up;
+            if (i >= 1 && i - 1 < h) g_push += s_down;
         }
-        for (idx k = 0; k < h; k++) { /* old[k] feeds new[k+1] (push), new[k] (noop), new[k-1] (pop) */
-            const real *gd = k + 1 < H ? Gb + (k + 1) * m : zero;
-            const real *gs = k < H ? Gb + k * m : zero;
-            const real *gu = k >= 1 && k - 1 < H ? Gb + (k - 1) * m : zero;
+        /* dL/dold[k]: old[k] feeds new[k] (noop), new[k-1] (pop), new[k+1] (push); a row
+         * of g past its end gets weight 0 on a stand-in row (g's first, finite) */
+        for (idx k = 0; k < h; k++) {
+            const real *same = k < H ? Gb + k * m : Gb, *next = k + 1 < H ? Gb + (k + 1) * m : Gb;
+            const real *prev = k >= 1 && k - 1 < H ? Gb + (k - 1) * m : Gb;
+            real w_same = k < H ? noop : 0, w_prev = k >= 1 && k - 1 < H ? pop : 0;
+            real w_next = k + 1 < H ? push : 0;
             real *row = dO + k * m;
-            for (idx j = 0; j < m; j++) row[j] = push * gd[j] + noop * gs[j] + pop * gu[j];
+            for (idx j = 0; j < m; j++)
+                row[j] = w_same * same[j] + w_prev * prev[j] + w_next * next[j];
         }
         /* softmax': dL/dlogit_k = p_k (dL/dp_k - sum_l p_l dL/dp_l) */
         real mean = push * g_push + pop * g_pop + noop * g_noop;
