@@ -212,3 +212,23 @@ def test_products_match_torch(dtype):
     X, dZ = torch.randn(64, 11, dtype=dtype), torch.randn(64, 13, dtype=dtype)
     assert (products.linear(X.t(), dZ.t()) - X.double().t() @ dZ.double()).abs().max() < tol
     assert products.uses_onednn(x) == (dtype == torch.float32 and products._ONEDNN is not None)
+
+
+def test_products_with_empty_operands():
+    """oneDNN refuses empty operands; the products then go to torch."""
+    w = torch.randn(4, 3)
+    assert products.linear(torch.zeros(0, 3), w).shape == (0, 4)
+    assert products.linear_add(torch.zeros(0, 3), w, torch.zeros(0, 4)).shape == (0, 4)
+    assert torch.equal(products.linear(torch.randn(2, 0), torch.randn(4, 0)), torch.zeros(2, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("arch", ["RNN+Sup", "LSTM+Sup+R"])
+def test_sup_models_take_an_empty_batch(arch, dtype):
+    from fruit.models import build_model
+
+    model = build_model(arch, vocab_size=7, d=5).to(dtype).train()
+    logits = model(torch.zeros(0, 4, dtype=torch.long))
+    assert logits.shape == (0, 5, 8)
+    logits.sum().backward()
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())

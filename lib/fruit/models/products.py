@@ -45,15 +45,22 @@ def _onednn_op():
 _ONEDNN = _onednn_op()
 
 
-def uses_onednn(x: Tensor) -> bool:
-    """Whether the products of tensors like x take oneDNN's kernel."""
-    return _ONEDNN is not None and x.device.type == "cpu" and x.dtype == torch.float32
+def uses_onednn(x: Tensor, weight: Tensor | None = None) -> bool:
+    """Whether the product of x (and weight) takes oneDNN's kernel (not for empty
+    operands, which oneDNN refuses)."""
+    return (
+        _ONEDNN is not None
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and x.numel() > 0
+        and (weight is None or weight.numel() > 0)
+    )
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, out: Tensor | None = None):
     """x (B, K), weight (N, K), bias (N,) or None -> x weightᵀ + bias (B, N), into out
     when given (oneDNN writes a new tensor, copied there)."""
-    if uses_onednn(x):
+    if uses_onednn(x, weight):
         y = _ONEDNN(x, weight, bias, "none", [], "")
         return y if out is None else out.copy_(y)
     if bias is None:
@@ -64,7 +71,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, out: Tensor | 
 def linear_add(x: Tensor, weight: Tensor, other: Tensor, out: Tensor | None = None):
     """x (B, K), weight (N, K), other (B, N) -> other + x weightᵀ (B, N), into out
     when given."""
-    if uses_onednn(x):
+    if uses_onednn(x, weight):
         y = _ONEDNN.binary(x, other, weight, None, "add")
         return y if out is None else out.copy_(y)
     return torch.addmm(other, x, weight.t(), out=out)

@@ -170,7 +170,8 @@ class SupPass(torch.autograd.Function):
                     dR = dx[:, :m]  # to the previous step's reading
         # Weight gradients: one product per layer over all steps.
         g_W = [  # X^kᵀ dZ^k
-            linear(X[k][:n].reshape(n * B, -1).t(), dZ[k].reshape(n * B, -1).t()) for k in range(L)
+            linear(X[k][:n].reshape(n * B, K[k] + d).t(), dZ[k].reshape(n * B, W[k].size(1)).t())
+            for k in range(L)
         ]
         g_b = [dZ[k].sum((0, 1)) for k in range(1, L)]
         tops = X[L - 1][1 : updates + 1, :, K[-1] :].reshape(updates * B, d)
