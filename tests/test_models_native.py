@@ -5,7 +5,9 @@ built and what happens when they cannot be; and the pass's matrix products
 
 from __future__ import annotations
 
-import shutil
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -36,15 +38,56 @@ def native_cells(dtype) -> NativeCells:
     return cells
 
 
+def needs_compiler():
+    if native._compiler() is None:
+        pytest.skip("no C compiler ($CC or cc) on this machine")
+
+
 def test_kernels_are_built_where_a_compiler_is(fresh_build):
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc) on this machine")
+    needs_compiler()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a failed build would warn
         for real in ("float", "double"):
             assert native.library(real) is not None
-    assert len(list(fresh_build.glob("sup_cells-*.so"))) == 2
+    built = sorted(fresh_build.iterdir())
+    assert [p.name[:16] for p in built] == ["sup_cells-double", "sup_cells-float-"]  # no leftovers
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all(p.stat().st_mode & 0o777 == 0o755 & ~umask for p in built)  # others may load them
     assert isinstance(cells_for(torch.zeros(1)), NativeCells)
+
+
+def test_loading_the_kernels_keeps_denormals(tmp_path):
+    """Linked with -ffast-math, GCC < 13 would make loading the library switch the process
+    to flush-to-zero; checked in a fresh process that builds and loads both libraries."""
+    needs_compiler()
+    script = (
+        "import torch\n"
+        "from fruit.models import native\n"
+        "assert native.library('float') is not None and native.library('double') is not None\n"
+        "tiny = torch.tensor([1e-40]) * 1.0\n"
+        "print(tiny.item() != 0.0, 5e-324 * 1.0 != 0.0)\n"
+    )
+    env = {**os.environ, "FRUIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+
+
+def test_a_damaged_library_is_rebuilt(fresh_build):
+    needs_compiler()
+    path = native.library_path("double", native._compiler())
+    path.write_bytes(b"not a shared library")  # e.g. a copy cut short
+    assert native.library("double") is not None  # loaded after a rebuild
+    assert path.stat().st_size > 1000
+
+
+def test_cc_may_carry_arguments(fresh_build, monkeypatch):
+    needs_compiler()
+    monkeypatch.setenv("CC", f"{native._compiler()[0]} -Wall")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native.library("float") is not None
 
 
 def test_failed_build_warns_and_falls_back(fresh_build, monkeypatch):
@@ -203,6 +246,9 @@ def test_products_match_torch(dtype):
     assert (products.linear(x, weight) - want).abs().max() < tol
     assert (products.linear(x, weight, bias) - (want + bias.double())).abs().max() < tol
     assert (products.linear_add(x, weight, other) - (want + other.double())).abs().max() < tol
+    for strided in (torch.randn(40, dtype=dtype, generator=g)[::2], bias.expand(3, 20)[1]):
+        # a bias with a stride (oneDNN would ignore it) or a stride-0 one
+        assert (products.linear(x, weight, strided) - (want + strided.double())).abs().max() < tol
     out = torch.empty(30, 20, dtype=dtype)
     assert products.linear(x, weight, bias, out=out) is out
     assert (out - (want + bias.double())).abs().max() < tol

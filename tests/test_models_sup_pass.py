@@ -116,6 +116,54 @@ def test_sup_pass_equals_autograd_reference(lstm, dropout, last_update, cells):
         assert (got - want).abs().max() < 1e-10
 
 
+def cast(inputs, dtype):
+    """The same inputs as new leaves of another dtype."""
+
+    def leaf(x):
+        return x.detach().to(dtype).requires_grad_(x.requires_grad)
+
+    return {
+        k: None if v is None else [leaf(x) for x in v] if isinstance(v, list) else leaf(v)
+        for k, v in inputs.items()
+    }
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+@pytest.mark.parametrize("n, updates", [(1, 0), (1, 1), (6, 5), (6, 6)])
+def test_sup_pass_float32_matches_float64(lstm, n, updates, cells):
+    """float32 (oneDNN products, the float kernels) against float64: outputs and gradients
+    within float32 rounding, including n = 1 without any stack update."""
+    inputs = random_inputs(lstm, n=n, dropout=True, seed=5)
+    results = []
+    for dtype in (F64, torch.float32):
+        x = cast(inputs, dtype)
+        tops, readings = sup_pass(**x, updates=updates)
+        loss = tops.sum() + readings.square().sum()
+        grads = torch.autograd.grad(loss, leaves(x), allow_unused=True)
+        results.append([tops, readings, *grads])
+    for want, got in zip(*results):
+        if want is None:  # the heads, when no update uses them
+            assert got is None or not got.any()
+            continue
+        assert got.dtype == torch.float32 and got.shape == want.shape
+        if want.numel():
+            assert (got.double() - want).abs().max() < 1e-5 * max(1.0, want.abs().max().item())
+
+
+def test_sup_pass_broadcasts_masks(cells):
+    """Masks that broadcast to (L-1, n, B, d) give what their expanded copy gives."""
+    inputs = random_inputs(True, dropout=True, seed=6)
+    L, n, B, d = inputs["masks"].shape[0] + 1, *inputs["masks"].shape[1:]
+    narrow = inputs["masks"][:, :, :1]  # (L-1, n, 1, d): one mask for the whole batch
+    results = []
+    for masks in (narrow, narrow.expand(L - 1, n, B, d).clone()):
+        tops, readings = sup_pass(**{**inputs, "masks": masks}, updates=n)
+        grads = torch.autograd.grad(tops.sum() + readings.sum(), leaves(inputs))
+        results.append([tops, readings, *grads])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
 def test_sup_pass_gradcheck(lstm, cells):
     inputs = random_inputs(lstm, n=4, B=2, d=2, m=2, dropout=True, seed=1)

@@ -7,9 +7,11 @@ Nothing depends on it: without a compiler, or with the environment variable
 ``FRUIT_NATIVE=0``, `library` returns None (after one warning when a build failed)
 and the pass runs the same computation as PyTorch operations.
 
-Flags: ``-O3 -march=native -ffast-math``. ``-ffast-math`` is what lets GCC call
-glibc's vectorised exp (libmvec); the kernels are elementwise and short sums, and
-the tests hold them to the PyTorch reference in float32 and float64.
+Flags: ``-O3 -march=native -ffast-math`` to compile (``-ffast-math`` is what lets
+GCC call glibc's vectorised exp, libmvec; the kernels are elementwise and short sums,
+and the tests hold them to the PyTorch reference in float32 and float64), and a
+separate link without it, so that loading the library leaves the process's
+floating-point mode (denormals) alone.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +29,8 @@ import warnings
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("sup_cells.c")
-FLAGS = ["-O3", "-march=native", "-ffast-math", "-fPIC", "-shared", "-std=c11"]
+COMPILE = ["-O3", "-march=native", "-ffast-math", "-fPIC", "-std=c11"]
+LINK = ["-shared"]
 REALS = ("float", "double")
 
 
@@ -54,9 +58,11 @@ def _machine() -> str:
     return info
 
 
-def _compiler() -> str | None:
-    cc = os.environ.get("CC", "cc")
-    return shutil.which(cc)
+def _compiler() -> list[str] | None:
+    """The command of $CC (which may carry arguments, e.g. "ccache gcc"), or of cc."""
+    cc = shlex.split(os.environ.get("CC", "cc"))
+    found = shutil.which(cc[0]) if cc else None
+    return None if found is None else [found, *cc[1:]]
 
 
 @functools.cache
@@ -70,39 +76,51 @@ def library(real: str) -> ctypes.CDLL | None:
     if cc is None:
         _warn(f"no C compiler ({os.environ.get('CC', 'cc')}) found")
         return None
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(
-        b"\0".join(
-            [source, " ".join(FLAGS).encode(), real.encode(), cc.encode(), _machine().encode()]
-        )
-    ).hexdigest()[:16]
-    path = cache_dir() / f"sup_cells-{real}-{key}.so"
-    if not path.exists():
-        try:
-            _build(cc, real, path)
-        except (OSError, subprocess.SubprocessError) as error:
-            _warn(str(error))
-            return None
-    return _declare(ctypes.CDLL(str(path)))
-
-
-def _build(cc: str, real: str, path: Path) -> None:
-    """Compile into a temporary file beside ``path``, then rename it into place (a
-    concurrent build of the same file is harmless; no half-written library is left)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
-    os.close(fd)
+    path = library_path(real, cc)
     try:
-        command = [cc, *FLAGS, f"-DREAL={real}", str(SOURCE), "-o", tmp, "-lm"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise subprocess.SubprocessError(
-                f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}"
-            )
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if not path.exists():
+            _build(cc, real, path)
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:  # a damaged library in the cache: build it again, once
+            _build(cc, real, path)
+            lib = ctypes.CDLL(str(path))
+    except (OSError, subprocess.SubprocessError) as error:
+        _warn(str(error))
+        return None
+    return _declare(lib)
+
+
+def library_path(real: str, cc: list[str]) -> Path:
+    """Where the library lives in the cache: one file per source version, flags,
+    precision, compiler and CPU."""
+    source = SOURCE.read_bytes()
+    identity = [source, " ".join(COMPILE + LINK).encode(), real.encode(), " ".join(cc).encode()]
+    key = hashlib.sha256(b"\0".join([*identity, _machine().encode()])).hexdigest()[:16]
+    return cache_dir() / f"sup_cells-{real}-{key}.so"
+
+
+def _build(cc: list[str], real: str, path: Path) -> None:
+    """Compile, then link, into temporary files beside ``path``, then rename the library
+    into place (a concurrent build of the same file is harmless; no half-written library
+    is left). Linking is a separate step without -ffast-math: linked with it, GCC < 13
+    adds a start-up routine that turns on flush-to-zero for the whole process."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as tmp:
+        obj, lib = Path(tmp) / "sup_cells.o", Path(tmp) / "sup_cells.so"
+        for command in (
+            [*cc, *COMPILE, f"-DREAL={real}", "-c", str(SOURCE), "-o", str(obj)],
+            [*cc, *LINK, str(obj), "-o", str(lib), "-lm"],
+        ):
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                raise subprocess.SubprocessError(
+                    f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}"
+                )
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(lib, 0o755 & ~umask)  # loadable by whoever shares the cache folder
+        os.replace(lib, path)
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:

@@ -61,6 +61,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, out: Tensor | 
     """x (B, K), weight (N, K), bias (N,) or None -> x weightᵀ + bias (B, N), into out
     when given (oneDNN writes a new tensor, copied there)."""
     if uses_onednn(x, weight):
+        bias = None if bias is None else bias.contiguous()  # oneDNN ignores a bias's stride
         y = _ONEDNN(x, weight, bias, "none", [], "")
         return y if out is None else out.copy_(y)
     if bias is None:

@@ -58,7 +58,8 @@ class SupPass(torch.autograd.Function):
             )
         cells = cells_for(projected)
         projected = projected.contiguous()
-        masks = None if masks is None else masks.to(projected.dtype).contiguous()
+        if masks is not None:  # full (L-1, n, B, d), contiguous, of the pass's dtype
+            masks = masks.to(projected.dtype).expand(L - 1, n, B, d).contiguous()
         W = weights[:L]
         WT = [w.t() for w in W]  # (G, K_k + d): the products take weights as nn.Linear does
         W_head_t = W_head.t()  # (3+m, d)
