@@ -9,9 +9,12 @@ float32 products about twice as fast: one thread, y = x Wᵀ + b,
     (2040 × 170) (170 × 340)   MKL 2.30 ms  oneDNN 1.04 ms   a weight gradient
 
 so a pass that calls MKL step by step is compared against a base LSTM that does not.
-Both functions here compute plain float32 products (no reduced precision); they take
-oneDNN's kernel only for float32 tensors on the CPU, when PyTorch was built with it,
-and otherwise (CUDA, float64, the environment variable FRUIT_ONEDNN=0) call torch.
+Both functions compute float32 products in float32 (oneDNN, like torch's own matmul,
+drops to bf16 or tf32 only when the user opts in with
+torch.backends.mkldnn.matmul.fp32_precision). They take oneDNN's kernel only for
+non-empty float32 tensors on the CPU, when PyTorch was built with it and a probe at
+import agrees with torch, and otherwise (CUDA, float64, the environment variable
+FRUIT_ONEDNN=0) call torch.
 
     linear(x, weight, bias, out)        x weightᵀ + bias     x (B, K), weight (N, K)
     linear_add(x, weight, other, out)   other + x weightᵀ    other (B, N)
