@@ -278,3 +278,25 @@ def test_sup_models_take_an_empty_batch(arch, dtype):
     assert logits.shape == (0, 5, 8)
     logits.sum().backward()
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_project_matches_functional_linear(dtype):
+    """products.project (an autograd node on oneDNN for float32) against F.linear: values
+    and gradients, with a weight that is a column slice of a larger matrix (the token part
+    of a stack RNN's first layer) and inputs with two leading dimensions."""
+    g = torch.Generator().manual_seed(7)
+    big = torch.randn(12, 30, dtype=dtype, generator=g, requires_grad=True)
+    bias = torch.randn(12, dtype=dtype, generator=g, requires_grad=True)
+    x = torch.randn(4, 5, 17, dtype=dtype, generator=g, requires_grad=True)
+    w_out = torch.randn(4, 5, 12, dtype=dtype, generator=g)
+    results = []
+    for fn in (products.project, torch.nn.functional.linear):
+        y = fn(x, big[:, 2:19], bias)
+        grads = torch.autograd.grad((y * w_out).sum(), (x, big, bias))
+        results.append((y, *grads))
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    for got, want in zip(*results):
+        assert got.shape == want.shape
+        assert (got - want).abs().max() < tol
+    assert not results[0][2][:, :2].any()  # the slice's gradient lands in its columns only

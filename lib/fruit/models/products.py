@@ -18,6 +18,7 @@ FRUIT_ONEDNN=0) call torch.
 
     linear(x, weight, bias, out)        x weightᵀ + bias     x (B, K), weight (N, K)
     linear_add(x, weight, other, out)   other + x weightᵀ    other (B, N)
+    project(x, weight, bias)            the same as an autograd node, x (..., K)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 
 def _onednn_op():
@@ -60,12 +62,21 @@ def uses_onednn(x: Tensor, weight: Tensor | None = None) -> bool:
     )
 
 
+def _plain(weight: Tensor) -> Tensor:
+    """weight itself when it is contiguous or a transposed contiguous matrix, else a
+    contiguous copy: oneDNN falls back to a reference kernel, ~1000 times slower, for
+    other layouts (e.g. a column slice of a larger matrix)."""
+    if weight.is_contiguous() or weight.t().is_contiguous():
+        return weight
+    return weight.contiguous()
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, out: Tensor | None = None):
     """x (B, K), weight (N, K), bias (N,) or None -> x weightᵀ + bias (B, N), into out
     when given (oneDNN writes a new tensor, copied there)."""
     if uses_onednn(x, weight):
         bias = None if bias is None else bias.contiguous()  # oneDNN ignores a bias's stride
-        y = _ONEDNN(x, weight, bias, "none", [], "")
+        y = _ONEDNN(x, _plain(weight), bias, "none", [], "")
         return y if out is None else out.copy_(y)
     if bias is None:
         return torch.mm(x, weight.t(), out=out)
@@ -76,6 +87,38 @@ def linear_add(x: Tensor, weight: Tensor, other: Tensor, out: Tensor | None = No
     """x (B, K), weight (N, K), other (B, N) -> other + x weightᵀ (B, N), into out
     when given."""
     if uses_onednn(x, weight):
-        y = _ONEDNN.binary(x, other, weight, None, "add")
+        y = _ONEDNN.binary(x, other, _plain(weight), None, "add")
         return y if out is None else out.copy_(y)
     return torch.addmm(other, x, weight.t(), out=out)
+
+
+class Linear(torch.autograd.Function):
+    """x (..., K) weightᵀ + bias as an autograd node whose backward products also go
+    through `linear` (first-order): dx = g weight, dweight = gᵀ x, dbias = Σ g."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        y = linear(x.reshape(-1, x.size(-1)), weight, bias)  # (rows, N)
+        return y.view(*x.shape[:-1], weight.size(0))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        g = g.reshape(-1, weight.size(0))  # (rows, N)
+        rows = x.reshape(-1, x.size(-1))  # (rows, K)
+        need_x, need_w, need_b = ctx.needs_input_grad
+        g_x = linear(g, weight.t()).view(x.shape) if need_x else None
+        g_w = linear(g.t(), rows.t()) if need_w else None  # (N, K)
+        g_b = g.sum(0) if need_b and ctx.has_bias else None
+        return g_x, g_w, g_b
+
+
+def project(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """Differentiable x (..., K) weightᵀ + bias -> (..., N): `Linear` where oneDNN is
+    taken, else torch.nn.functional.linear."""
+    if uses_onednn(x, weight):
+        return Linear.apply(x, weight, bias)
+    return torch.nn.functional.linear(x, weight, bias)

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fruit.models.products import project
+
 
 class RecurrentCore(nn.Module):
     """A multi-layer ``nn.RNN`` (tanh) or ``nn.LSTM`` with a learned initial state.
@@ -117,7 +119,7 @@ class Cells:
 
     def project(self, tokens: Tensor) -> Tensor:
         """First layer's token part and bias, (..., token_size) -> (..., G); for all steps at once."""
-        return F.linear(tokens, self.W_token, self.bias0)
+        return project(tokens, self.W_token, self.bias0)  # oneDNN on the CPU, as nn.LSTM's
 
     def step(self, projected: Tensor, extra: Tensor, state: tuple) -> tuple[Tensor, tuple]:
         """projected (B, G) from `project`, extra (B, extra) -> top h (B, d), new state.
