@@ -300,3 +300,25 @@ def test_project_matches_functional_linear(dtype):
         assert got.shape == want.shape
         assert (got - want).abs().max() < tol
     assert not results[0][2][:, :2].any()  # the slice's gradient lands in its columns only
+
+
+def test_a_compiler_without_march_native_still_builds(fresh_build, monkeypatch):
+    """E.g. a compiler that refuses -march=native: the build retries without it."""
+    needs_compiler()
+    (fresh_build / "bin").mkdir()
+    wrapper = fresh_build / "bin" / "cc-without-march-native"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = -march=native ] && exit 1; done\n'
+        f'exec {native._compiler()[0]} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lib = native.library("double")
+    assert lib is not None
+    cells = NativeCells(native._declare(lib))
+    z, h = torch.randn(2, 3, dtype=torch.float64), torch.empty(2, 3, dtype=torch.float64)
+    cells.rnn_forward(z, h, None, None)
+    assert (h - torch.tanh(z)).abs().max() < 1e-12

@@ -7,7 +7,8 @@ Nothing depends on it: without a compiler, or with the environment variable
 ``FRUIT_NATIVE=0``, `library` returns None (after one warning when a build failed)
 and the pass runs the same computation as PyTorch operations.
 
-Flags: ``-O3 -march=native -ffast-math`` to compile (``-ffast-math`` is what lets
+Flags: ``-O3 -march=native -ffast-math`` to compile (without ``-march=native`` where
+the compiler refuses it; ``-ffast-math`` is what lets
 GCC call glibc's vectorised exp, libmvec; the kernels are elementwise and short sums,
 and the tests hold them to the PyTorch reference in float32 and float64), and a
 separate link without it, so that loading the library leaves the process's
@@ -108,19 +109,25 @@ def _build(cc: list[str], real: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as tmp:
         obj, lib = Path(tmp) / "sup_cells.o", Path(tmp) / "sup_cells.so"
-        for command in (
-            [*cc, *COMPILE, f"-DREAL={real}", "-c", str(SOURCE), "-o", str(obj)],
-            [*cc, *LINK, str(obj), "-o", str(lib), "-lm"],
-        ):
-            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise subprocess.SubprocessError(
-                    f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}"
-                )
+        compile_ = [*cc, f"-DREAL={real}", "-c", str(SOURCE), "-o", str(obj)]
+        portable = [flag for flag in COMPILE if flag != "-march=native"]
+        try:
+            _run([*compile_, *COMPILE])
+        except subprocess.SubprocessError:  # a compiler without -march=native
+            _run([*compile_, *portable])
+        _run([*cc, *LINK, str(obj), "-o", str(lib), "-lm"])
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(lib, 0o755 & ~umask)  # loadable by whoever shares the cache folder
         os.replace(lib, path)
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise subprocess.SubprocessError(
+            f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}"
+        )
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
