@@ -111,7 +111,7 @@ class SupPass(torch.autograd.Function):
                 height = min(stack.size(1) + 1, updates - t)  # below: can't reach a reading
                 # r_{t+1} is written where layer 1 reads it on the next step
                 stack = cells.stack_forward(head, p[t], v[t], stack, height, reading[t])
-        ctx.lstm, ctx.updates, ctx.K = lstm, updates, K
+        ctx.lstm, ctx.updates, ctx.K, ctx.cells = lstm, updates, K, cells
         per_layer = [*W, *X, *A, *C, *TC] if lstm else [*W, *X]
         ctx.save_for_backward(masks, W_head, probs, pushed, *per_layer, *stacks)
         tops = X[L - 1][1:, :, K[-1] :].clone()  # (n, B, d)
@@ -121,7 +121,7 @@ class SupPass(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, g_tops, g_readings):
-        lstm, updates, K = ctx.lstm, ctx.updates, ctx.K
+        lstm, updates, K, cells = ctx.lstm, ctx.updates, ctx.K, ctx.cells
         L = len(K)
         masks, W_head, probs, pushed, *saved = ctx.saved_tensors
         groups = 5 if lstm else 2  # per layer: W, X (+ A, C, TC for the LSTM)
@@ -129,7 +129,6 @@ class SupPass(torch.autograd.Function):
         stacks = saved[groups * L :]  # V_0..V_{updates-1}
         n, B, d = g_tops.shape
         m = pushed.size(2)
-        cells = cells_for(g_tops)
         g_tops, g_readings = g_tops.contiguous(), g_readings.contiguous()
         # What each step's backward needs of the forward (with PyTorch operations: the
         # local derivatives of all steps at once, a few large operations)
