@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 FAKE_SOURCE = r"""
-import json, math, time
+import json, math, os, time
 from pathlib import Path
 from fruit.io import atomic_write_json
 
@@ -54,6 +54,7 @@ atomic_write_json(out / "metrics.json", {
     "train_seconds": fake_steps * fake_step_seconds,
     "full": {"test": 1 - ce / 10, "hierarchical": 0.5, "linear": 0.25, "log_ratio": math.log(2)},
     "partial": {"test": None, "hierarchical": 0.6, "linear": 0.3, "log_ratio": math.log(2)},
+    "kernel_malloc": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
     "steps_run": step, "data_lines": sum(1 for _ in open(Path(data_dir) / task / "train.tsv")),
 })
 """

@@ -121,3 +121,34 @@ def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     assert result.total == 2 * 2 + 1  # the skipped final run is not counted as left
     assert "done 4 / running 0 / failed 1 / left 0 of 5" in out
     assert "FAILED question-formation/Tf+Sup/search-0" in out and str(failure.notebook) in out
+
+
+def test_kernels_get_the_launchers_malloc_settings_not_the_workers(
+    tmp_path: Path, cluster, monkeypatch
+):
+    """Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536, which made every
+    training kernel they started about twice as slow; the kernels must instead see the
+    malloc settings of the process that launched the sweep."""
+    import os
+
+    workers = cluster.client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert set(workers.values()) == {"65536"}, workers  # Dask's default is in force
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    runs = tmp_path / "results" / "runs" / "fake" / "question-formation" / "Tf"
+
+    for launcher in ({}, {"MALLOC_ARENA_MAX": "2"}):
+        for key in [k for k in os.environ if k.startswith("MALLOC_")]:
+            monkeypatch.delenv(key)
+        for key, value in launcher.items():
+            monkeypatch.setenv(key, value)
+        profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf",))
+        result, out = _sweep(tmp_path, cluster, profile)
+        assert result.ok and result.trained == 2, out
+        for folder in ("search-0", "final-0"):
+            metrics = json.loads((runs / folder / "metrics.json").read_text())
+            assert metrics["kernel_malloc"] == launcher
+        for folder in runs.iterdir():  # train again with the next launcher environment
+            if folder.is_dir():
+                (folder / "metrics.json").unlink()
+                (folder / "checkpoint.pt").unlink()

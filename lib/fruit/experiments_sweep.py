@@ -37,7 +37,13 @@ from fruit.experiments import (
     search_specs,
     select_best,
 )
-from fruit.experiments_worker import EXECUTED_NOTEBOOK, RunFailed, execute_report, execute_run
+from fruit.experiments_worker import (
+    EXECUTED_NOTEBOOK,
+    RunFailed,
+    allocator_environment,
+    execute_report,
+    execute_run,
+)
 from fruit.io import atomic_write_json, read_metrics
 from fruit.profiles import Profile
 
@@ -179,6 +185,9 @@ class Sweep:
         self.figures_dir = self.results_dir.parent / "figures"
         self.stream = stream
         self.poll_seconds = poll_seconds
+        # the kernels get this process's malloc settings, not the Dask workers' (see
+        # fruit.experiments_worker._ALLOCATOR_PREFIX)
+        self.allocator = allocator_environment()
 
     # -- helpers ----------------------------------------------------------------
 
@@ -210,6 +219,7 @@ class Sweep:
             params,
             attempt,
             self.cluster.threads,
+            self.allocator,
             key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
             pure=False,
             retries=0,
@@ -452,6 +462,7 @@ class Sweep:
                 str(source),
                 str(executed),
                 parameters,
+                self.allocator,
                 key=f"report-{self.profile.name}-{name}",
                 pure=False,
                 resources=self.cluster.resources,
