@@ -80,18 +80,19 @@ def test_bold_on_unrounded_means_max_min_per_column(tmp_path):
 
 
 def test_missing_runs_show_as_dashes_with_counts(tmp_path):
-    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
-    write_run(tmp_path, "smoke", QF, "Tf", 1, *metrics(0.97, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "paper", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "paper", QF, "Tf", 1, *metrics(0.97, 0.2, 0.3, 0.5, 0.5))
     # Tf+Sup: one complete run, one diverged, one unfinished (no metrics.json).
-    write_run(tmp_path, "smoke", QF, "Tf+Sup", 0, *metrics(0.50, 0.1, 0.2, 0.4, 0.6))
-    write_run(tmp_path, "smoke", QF, "Tf+Sup", 1, status="diverged")
-    (tmp_path / "smoke" / QF / "Tf+Sup" / "final-2").mkdir()
+    write_run(tmp_path, "paper", QF, "Tf+Sup", 0, *metrics(0.50, 0.1, 0.2, 0.4, 0.6))
+    write_run(tmp_path, "paper", QF, "Tf+Sup", 1, status="diverged")
+    (tmp_path / "paper" / QF / "Tf+Sup" / "final-2").mkdir()
     # LSTM: only diverged.
-    write_run(tmp_path, "smoke", QF, "LSTM", 0, status="diverged")
+    write_run(tmp_path, "paper", QF, "LSTM", 0, status="diverged")
     # A search run is not a final run and is ignored.
-    write_run(tmp_path, "smoke", QF, "RNN", 0, *metrics(0.99, 0.9, 0.01, 0.9, 0.1), phase="search")
+    write_run(tmp_path, "paper", QF, "RNN", 0, *metrics(0.99, 0.9, 0.01, 0.9, 0.1), phase="search")
 
-    table = reporting.load_tables(tmp_path, "smoke", expected_runs=2)[QF]
+    # the paper profile plans all fifteen architectures: each gets a row
+    table = reporting.load_tables(tmp_path, "paper", expected_runs=2)[QF]
     assert [r.architecture for r in table.rows] == list(ARCHITECTURE_ORDER)
     assert table.row("Tf").runs_label() == "2"
     sup = table.row("Tf+Sup")
@@ -107,6 +108,15 @@ def test_missing_runs_show_as_dashes_with_counts(tmp_path):
     assert rf"LSTM & {empty} & 0/2 (1 diverged) \\" in tex
     assert "| RNN | " + " | ".join(["--"] * 7) + " | 0/2 |" in md
     assert "| Tf+Sup | 0.500 ±.00 |" in md and "1/2 (1 diverged, 1 unfinished)" in md
+
+
+def test_rows_are_the_architectures_the_profile_plans_then_others_with_runs(tmp_path):
+    # smoke plans Tf and Tf+Sup only: no empty rows for the thirteen it never trains
+    write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "smoke", QF, "LSTM", 0, *metrics(0.5, 0.2, 0.3, 0.5, 0.5))
+    table = reporting.load_tables(tmp_path, "smoke")[QF]
+    assert [r.architecture for r in table.rows] == ["Tf", "Tf+Sup", "LSTM"]
+    assert table.row("Tf+Sup").runs_label() == "0/1"
 
 
 def test_default_expected_runs_is_the_largest_row(tmp_path):
@@ -204,11 +214,19 @@ def test_report_writes_every_file_and_png_sizes(tmp_path):
             assert (ours / name).stat().st_size > 0, name
     with open(ours / f"{QF}.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["kind"] == "ours"]
-    assert len(rows) == 15 and rows[0]["architecture"] == "Tf" and rows[0]["runs"] == "2"
+    # smoke plans Tf and Tf+Sup; Tf+Nd and RNN have runs, so they follow in the paper's order
+    assert [r["architecture"] for r in rows] == ["Tf", "Tf+Sup", "Tf+Nd", "RNN"]
+    assert rows[0]["runs"] == "2"
     with open(ours / f"{QF}.comparison.csv") as f:
         comp = [r for r in csv.DictReader(f) if r["architecture"] == "Tf" and r["column"] == "test"]
     assert math.isclose(float(comp[0]["difference"]), float(comp[0]["ours_mean"]) - 0.999)
-    assert comp[0]["note"] == "reduced-scale profile: smoke"
+    assert comp[0]["note"] == (
+        "reduced-scale profile: smoke (pipeline check only: tiny data and runs, numbers mean nothing)"
+    )
+    paper_std = max(float(comp[0]["paper_std"]), 0.005)
+    assert math.isclose(
+        float(comp[0]["difference_in_paper_std"]), float(comp[0]["difference"]) / paper_std
+    )
     assert len(list((tmp_path / "tables" / "paper-reported").glob("*.tex"))) == 7
 
     figs = tmp_path / "figures"
@@ -232,6 +250,6 @@ def test_fruit_report_command(tmp_path, capsys):
     assert main(["report", *common, "--profile", "smoke", "--no-figures", "--no-paper"]) == 0
     assert (tmp_path / "t" / "smoke" / f"{QF}.tex").is_file()
     assert not (tmp_path / "t" / "paper-reported").exists()
-    assert "question formation: 2/15 architectures" in capsys.readouterr().out
+    assert "question formation: 2/3 architectures" in capsys.readouterr().out  # Tf, Tf+Sup, RNN
     assert main(["report", *common, "--profile", "quick"]) == 2
     assert "valid choices: smoke" in capsys.readouterr().err

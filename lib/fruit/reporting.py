@@ -19,7 +19,12 @@ from pathlib import Path
 
 from fruit.errors import FruitError
 from fruit.io import atomic_write_text
-from fruit.reporting_figures import bar_chart_figure, figure_pixels, save_figure
+from fruit.reporting_figures import (
+    bar_chart_figure,
+    figure_pixels,
+    ours_vs_paper_figure,
+    save_figure,
+)
 from fruit.reporting_render import (
     caption,
     csv_records,
@@ -65,16 +70,15 @@ __all__ = [
 ]
 
 
-def profile_settings(profile: str) -> tuple[int | None, bool | None]:
-    """(final runs per architecture, reduced?) of a shipped or file profile; (None, None) if
-    it cannot be read (reporting then works from the run folders alone)."""
+def profile_settings(profile: str):
+    """The shipped or file profile of that name (``fruit.profiles.Profile``), or None if it
+    cannot be read (reporting then works from the run folders alone)."""
     try:
         from fruit.profiles import load_profile
 
-        p = load_profile(profile)
+        return load_profile(profile)
     except (ImportError, FruitError):
-        return None, None
-    return p.final_runs, p.reduced
+        return None
 
 
 def load_tables(
@@ -82,16 +86,27 @@ def load_tables(
 ) -> dict[str, Table]:
     """task -> Table aggregated from the profile's final runs, for every task that has runs.
 
-    ``expected_runs`` (the "of N" in each row's run count) defaults to the profile's number of
-    final runs, else to the largest number of run folders of any architecture.
+    Rows: the architectures the profile plans for the task (all fifteen when the profile
+    cannot be read), then any others that have runs. ``expected_runs`` (the "of N" in each
+    row's run count) defaults to the profile's number of final runs, else to the largest
+    number of run folders of any architecture.
     """
-    runs = load_runs(results_dir, profile, phase="final")
-    profile_runs, reduced = profile_settings(profile)
-    expected = expected_runs or profile_runs
+    return tables_from_runs(load_runs(results_dir, profile, phase="final"), profile, expected_runs)
+
+
+def tables_from_runs(runs, profile: str, expected_runs: int | None = None) -> dict[str, Table]:
+    """``load_tables`` on runs already read (``fruit.reporting_runs.load_runs``)."""
+    settings = profile_settings(profile)
+    expected = expected_runs or (settings.final_runs if settings else None)
     tables = {}
     for task in tasks_with_runs(runs):
-        tables[task] = aggregate(runs, task, profile, expected)
-        tables[task].reduced = reduced
+        planned = ARCHITECTURE_ORDER
+        if settings is not None:
+            planned = tuple(a for a in ARCHITECTURE_ORDER if (task, a) in settings.pairs)
+        tables[task] = aggregate(runs, task, profile, expected, architectures=planned)
+        if settings is not None:
+            tables[task].reduced = settings.reduced
+            tables[task].description = settings.description
     return tables
 
 
@@ -130,10 +145,10 @@ def write_comparisons(tables: dict[str, Table], out_dir: str | Path) -> list[Pat
     return written
 
 
-def figure_title(source: str, reduced: bool | None = None) -> str:
+def figure_title(source: str, reduced: bool | None = None, description: str | None = None) -> str:
     if source == PAPER:
         return "Reported in the paper (mean of 5 runs, ±1 std; models with test FA ≥ 0.900)"
-    note = scale_note(source, reduced) or f"profile {source}"
+    note = scale_note(source, reduced, description) or f"profile {source}"
     return f"Ours; {note} (mean over runs, ±1 std; models with test FA ≥ 0.900)"
 
 
@@ -150,12 +165,51 @@ def write_bar_charts(
     return written
 
 
+def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Path) -> list[Path]:
+    """``claims.md`` / ``.csv`` / ``.tex``: every claim of ``reporting_data/claims.toml``
+    checked on the profile's final runs (``fruit.reporting_claims``)."""
+    from fruit.reporting_claims import (
+        claims_records,
+        evaluate_claims,
+        latex_claims,
+        markdown_claims,
+    )
+
+    first = next(iter(tables.values()), None)
+    note = (first.scale_note if first else "") or f"profile {profile}"
+    results = evaluate_claims(runs)
+    out_dir = Path(out_dir)
+    files = {
+        "claims.md": markdown_claims(results, note),
+        "claims.csv": csv_records(claims_records(results)),
+        "claims.tex": latex_claims(results, note),
+    }
+    for name, text in files.items():
+        atomic_write_text(out_dir / name, text)
+    return [out_dir / name for name in files]
+
+
+def write_ours_vs_paper(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
+    """``ours-vs-paper.png/.pdf``: every cell of ours against the paper's (accuracies)."""
+    records = [
+        r
+        for task, t in tables.items()
+        if task in TASK_ORDER
+        for r in comparison(t, paper_table(task))
+    ]
+    if not records:
+        return []
+    first = next(iter(tables.values()))
+    title = "Ours against the paper; " + (first.scale_note or f"profile {first.source}")
+    return save_figure(ours_vs_paper_figure(records, title), Path(out_dir) / "ours-vs-paper")
+
+
 def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
     """The bar charts of our tables (every task with runs)."""
     if not tables:
         return []
     first = next(iter(tables.values()))
-    title = figure_title(first.source, first.reduced)
+    title = figure_title(first.source, first.reduced, first.description)
     return write_bar_charts({t: bar_chart_data(tab) for t, tab in tables.items()}, out_dir, title)
 
 
@@ -184,13 +238,16 @@ def report(
     with ``paper``, the paper's own tables and figures (in ``<dir>/paper-reported/``).
 
     Returns ``(tables, written)``: task -> our table, and kind -> the files written."""
-    tables = load_tables(results_dir, profile, expected_runs)
+    runs = load_runs(results_dir, profile, phase="final")
+    tables = tables_from_runs(runs, profile, expected_runs)
     written = {
         "tables": write_tables(tables, Path(tables_dir) / profile),
         "comparisons": write_comparisons(tables, Path(tables_dir) / profile),
+        "claims": write_claims(runs, tables, profile, Path(tables_dir) / profile),
     }
     if figures:
         written["figures"] = write_figures(tables, Path(figures_dir) / profile)
+        written["figures"] += write_ours_vs_paper(tables, Path(figures_dir) / profile)
     if paper:
         written["paper_tables"] = write_paper_tables(Path(tables_dir) / PAPER)
         if figures:

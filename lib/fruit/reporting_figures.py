@@ -120,3 +120,44 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
             fig.savefig(f, format=ext, dpi=DPI)
         paths.append(path)
     return paths
+
+
+def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
+    """Our cell means against the paper's, both with ±1 std error bars, and the identity
+    line: one point per (task, architecture, accuracy column), one colour per task.
+
+    ``records`` are ``fruit.reporting_tables.comparison`` records; the log-ratio columns
+    (another scale) are left out, and so are cells missing on either side."""
+    points = [
+        r
+        for r in records
+        if r["column"] != "log_ratio" and r["ours_mean"] is not None and r["paper_mean"] is not None
+    ]
+    tasks = list(dict.fromkeys(r["task"] for r in points))
+    colours = dict(zip(tasks, sns.color_palette("colorblind", max(len(tasks), 1))))
+    with sns.axes_style("ticks"):
+        fig = Figure(figsize=(5.5, 5.8), dpi=DPI, layout="constrained")
+        ax = fig.subplots()
+        ax.plot([0, 1], [0, 1], color="0.6", linewidth=0.8, zorder=0)
+        for task in tasks:
+            mine = [r for r in points if r["task"] == task]
+            ax.errorbar(
+                [r["paper_mean"] for r in mine],
+                [r["ours_mean"] for r in mine],
+                xerr=[r["paper_std"] or 0.0 for r in mine],
+                yerr=[r["ours_std"] or 0.0 for r in mine],
+                fmt="o",
+                markersize=4,
+                elinewidth=0.8,
+                capsize=2,
+                color=colours[task],
+                label=TASK_TITLES.get(task, task).capitalize(),
+            )
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_aspect("equal")
+        ax.set_xlabel("paper (mean of 5 runs, ±1 std)")
+        ax.set_ylabel("ours (mean over final runs, ±1 std)")
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=8, x=0.02, ha="left", wrap=True)
+    return fig

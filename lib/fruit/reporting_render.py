@@ -269,7 +269,9 @@ def markdown_comparison(ours: Table, records: list[dict]) -> str:
     """Wide Markdown: per cell "ours / paper (ours - paper)"; "--" where either is missing."""
     heads = [f"{acc.title()[0]}A {HEADERS[col]}" for acc, col in COLUMNS]
     lines = [
-        f"**{caption(ours)}** Compared with the paper: each cell is ours / paper (difference).",
+        f"**{caption(ours)}** Compared with the paper: each cell is ours / paper (ours - "
+        "paper, and that difference in units of the paper's std, σ; a printed std of .00 "
+        "counts as 0.005).",
         "",
         "| " + " | ".join(["Architecture", "Runs", *heads]) + " |",
         "|" + "|".join([":---", "---:"] + ["---:"] * len(COLUMNS)) + "|",
@@ -280,7 +282,11 @@ def markdown_comparison(ours: Table, records: list[dict]) -> str:
         for rec in recs:
             o = "--" if rec["ours_mean"] is None else format_mean(rec["ours_mean"])
             p = "--" if rec["paper_mean"] is None else format_mean(rec["paper_mean"])
-            d = "" if rec["difference"] is None else f" ({rec['difference']:+.3f})"
+            d = (
+                ""
+                if rec["difference"] is None
+                else f" ({rec['difference']:+.3f}, {rec['difference_in_paper_std']:+.1f}σ)"
+            )
             cells.append(f"{o} / {p}{d}")
         lines.append("| " + " | ".join([row.architecture, row.runs_label(), *cells]) + " |")
     return "\n".join(lines) + "\n"

@@ -73,8 +73,9 @@ class PriorRow:
     note: str = ""
 
 
-def scale_note(source: str, reduced: bool | None = None) -> str:
-    """ "reduced-scale profile: <source>" for results of a reduced-scale profile, else "".
+def scale_note(source: str, reduced: bool | None = None, description: str | None = None) -> str:
+    """ "reduced-scale profile: <source> (<description>)" for results of a reduced-scale
+    profile, else "". The description is the profile's own (what it reduces, which data).
 
     ``reduced`` None means every profile but "paper" is reduced; the paper's own numbers
     (``source`` PAPER) carry no note.
@@ -82,7 +83,7 @@ def scale_note(source: str, reduced: bool | None = None) -> str:
     reduced = source != "paper" if reduced is None else reduced
     if source == PAPER or not reduced:
         return ""
-    return f"reduced-scale profile: {source}"
+    return f"reduced-scale profile: {source}" + (f" ({description})" if description else "")
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Table:
     source: str = PAPER  # PAPER or the name of the profile the runs came from
     formats: tuple[str, ...] | None = None  # siunitx table-format per column; None: from data
     reduced: bool | None = None  # a reduced-scale profile? None: every profile but "paper" is
+    description: str | None = None  # the profile's description (scale, data), for the note
 
     @property
     def title(self) -> str:
@@ -101,7 +103,7 @@ class Table:
     @property
     def scale_note(self) -> str:
         """The line every table and figure of a non-paper profile carries ("" otherwise)."""
-        return scale_note(self.source, self.reduced)
+        return scale_note(self.source, self.reduced, self.description)
 
     def row(self, architecture: str) -> Row | None:
         return next((r for r in self.rows if r.architecture == architecture), None)
@@ -156,7 +158,10 @@ def aggregate(
     ``expected_runs`` defaults to the largest number of run folders of any architecture.
     """
     runs = [r for r in runs if r.task == task]
-    extra = sorted({r.architecture for r in runs} - set(architectures))
+    extra = sorted(  # in the paper's row order, unknown names last
+        {r.architecture for r in runs} - set(architectures),
+        key=lambda a: (ARCHITECTURE_ORDER.index(a) if a in ARCHITECTURE_ORDER else 99, a),
+    )
     by_arch = {a: [r for r in runs if r.architecture == a] for a in (*architectures, *extra)}
     if expected_runs is None:
         expected_runs = max((len(rs) for rs in by_arch.values()), default=0)
@@ -274,8 +279,14 @@ def bar_chart_data(table: Table, threshold: float = 0.9) -> list[dict]:
     return bars
 
 
+# The paper prints stds with two decimals, so ".00" means below 0.005: differences are
+# measured in units of max(paper std, 0.005).
+PRINTED_STD_FLOOR = 0.005
+
+
 def comparison(ours: Table, paper: Table) -> list[dict]:
-    """One record per (architecture, column): our mean/std, the paper's, ours minus paper."""
+    """One record per (architecture, column): our mean/std, the paper's, ours minus paper,
+    and that difference in units of the paper's std (at least ``PRINTED_STD_FLOOR``)."""
     records = []
     for row in ours.rows:
         theirs = paper.row(row.architecture)
@@ -283,6 +294,7 @@ def comparison(ours: Table, paper: Table) -> list[dict]:
             o = row.cells[j]
             p = theirs.cells[j] if theirs is not None else Cell()
             diff = o.mean - p.mean if o.mean is not None and p.mean is not None else None
+            in_std = None if diff is None else diff / max(p.std or 0.0, PRINTED_STD_FLOOR)
             records.append(
                 {
                     "task": ours.task,
@@ -295,6 +307,7 @@ def comparison(ours: Table, paper: Table) -> list[dict]:
                     "paper_mean": p.mean,
                     "paper_std": p.std,
                     "difference": diff,
+                    "difference_in_paper_std": in_std,
                     "source": ours.source,
                     "note": ours.scale_note,
                 }

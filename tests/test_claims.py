@@ -1,0 +1,167 @@
+"""The paper's claims as data (reporting_data/claims.toml) and their verdicts: parsing, the
+exact permutation tests against an independent count, verdicts on planted run sets, and the
+claims table written by `fruit report`."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from test_reporting_fakes import write_run
+
+from fruit import reporting
+from fruit.errors import FruitError
+from fruit.profiles import load_profile
+from fruit.reporting_claims import (
+    ALPHA,
+    evaluate_check,
+    evaluate_claims,
+    load_claims,
+    parse_check,
+    sign_flip_p,
+    two_sample_p,
+)
+from fruit.reporting_runs import load_runs
+from fruit.reporting_tables import paper_table
+
+QF = "question-formation"
+
+
+def test_every_claim_parses_and_names_cells_the_claims_profile_trains():
+    claims = load_claims()
+    assert [c.id for c in claims] == [f"C{i}" for i in range(1, 8)]
+    pairs = set(load_profile("claims").pairs)
+    for claim in claims:
+        assert claim.cells() <= pairs, claim.id
+
+
+def test_the_paper_supports_every_claim_on_its_own_means():
+    # the claims were transcribed from the paper's text: its own means must agree
+    for claim in evaluate_claims([]):
+        for check in claim.checks:
+            assert check.paper_holds, check.check.text
+            assert check.verdict == "undecided" and check.ours is None
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("question-formation/Tf full.test >> 0.9", "expected"),
+        ("question-formation/Tf full.bogus > 0.9", "not a column"),
+        ("nowhere/Tf full.test > 0.9", "unknown task"),
+        ("question-formation/Tf full.test > question-formation/Tf+X full.test", "unknown"),
+    ],
+)
+def test_bad_checks_are_named(text, message):
+    with pytest.raises(FruitError, match=message):
+        parse_check(text)
+
+
+def _brute_sign_flip(d):
+    """P(mean >= observed) over subsets of flipped signs, counted by subset size."""
+    observed = sum(d)
+    hits = 0
+    for k in range(len(d) + 1):
+        for flipped in itertools.combinations(range(len(d)), k):
+            total = sum(-x if i in flipped else x for i, x in enumerate(d))
+            hits += total >= observed - 1e-12
+    return hits / 2 ** len(d)
+
+
+def _brute_two_sample(a, b):
+    values = a + b
+    observed = sum(a) / len(a) - sum(b) / len(b)
+    hits = n = 0
+    for mask in range(2 ** len(values)):
+        chosen = [i for i in range(len(values)) if mask >> i & 1]
+        if len(chosen) != len(a):
+            continue
+        n += 1
+        x = [values[i] for i in chosen]
+        y = [values[i] for i in range(len(values)) if i not in chosen]
+        hits += sum(x) / len(x) - sum(y) / len(y) >= observed - 1e-12
+    return hits / n
+
+
+@pytest.mark.parametrize(
+    "d", [[1, 2, 3, 4, 5], [0.3, -0.1, 0.2, 0.05, 0.4], [1, -1, 1, -1], [0, 0, 0], [2.0]]
+)
+def test_sign_flip_p_against_a_subset_count(d):
+    assert sign_flip_p(d) == pytest.approx(_brute_sign_flip(d))
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [([5, 6, 7, 8, 9], [0, 1, 2, 3, 4]), ([0.2, 0.5, 0.1], [0.3, 0.3, 0.0, 0.6]), ([1, 1], [1, 1])],
+)
+def test_two_sample_p_against_a_bitmask_count(a, b):
+    assert two_sample_p(a, b) == pytest.approx(_brute_two_sample(a, b))
+    assert two_sample_p([5, 6, 7, 8, 9], [0, 1, 2, 3, 4]) == pytest.approx(1 / math.comb(10, 5))
+
+
+def _five_runs(root, task, arch, values_by_column):
+    for i in range(5):
+        full = {"test": 0.99, "hierarchical": 0.0, "linear": 0.0, "log_ratio": 0.0}
+        partial = {"test": None, "hierarchical": 0.5, "linear": 0.5, "log_ratio": 0.0}
+        for (acc, col), values in values_by_column.items():
+            (full if acc == "full" else partial)[col] = values[i]
+        write_run(root, "claims", task, arch, i, full, partial)
+
+
+def test_verdicts_follow_planted_runs(tmp_path):
+    # C2 for Tf: linear FA above hierarchical in every run -> reproduced; PA the other way
+    # round in every run -> contradicted; C4's two-cell check with overlapping runs -> undecided
+    _five_runs(
+        tmp_path,
+        QF,
+        "Tf",
+        {
+            ("full", "linear"): [0.2, 0.3, 0.25, 0.1, 0.4],
+            ("full", "hierarchical"): [0.0, 0.01, 0.0, 0.02, 0.0],
+            ("partial", "hierarchical"): [0.1, 0.2, 0.05, 0.3, 0.1],
+            ("partial", "linear"): [0.9, 0.8, 0.95, 0.7, 0.9],
+        },
+    )
+    _five_runs(tmp_path, QF, "Tf+Nd", {("full", "hierarchical"): [0.0, 0.03, 0.0, 0.01, 0.0]})
+    runs = load_runs(tmp_path, "claims")
+    c2, c4 = (next(c for c in load_claims() if c.id == i) for i in ("C2", "C4"))
+    first, second = (evaluate_check(c, runs) for c in c2.checks)
+    assert first.verdict == "reproduced" and first.p_claimed == pytest.approx(1 / 32)
+    assert second.verdict == "contradicted" and second.p_opposite == pytest.approx(1 / 32)
+    two_cells = evaluate_check(c4.checks[1], runs)
+    assert two_cells.runs == (5, 5) and two_cells.verdict == "undecided"
+    assert two_cells.p_claimed > ALPHA and two_cells.p_opposite > ALPHA
+    verdicts = {r.claim.id: r.verdict for r in evaluate_claims(runs)}
+    assert verdicts["C2"] == "contradicted" and verdicts["C1"] == "undecided"
+
+
+def test_report_writes_the_claims_table(tmp_path):
+    paper = {r.architecture: r for r in paper_table(QF).rows}
+    for arch in ("Tf", "Tf+Nd"):
+        cells = dict(zip(reporting.COLUMNS, paper[arch].cells))
+        _five_runs(
+            tmp_path / "runs",
+            QF,
+            arch,
+            {
+                k: [c.mean] * 5
+                for k, c in cells.items()
+                if c.mean is not None and k != ("partial", "test")
+            },
+        )
+    reporting.report(
+        tmp_path / "runs",
+        "claims",
+        tables_dir=tmp_path / "tables",
+        figures_dir=tmp_path / "fig",
+        paper=False,
+    )
+    text = (tmp_path / "tables" / "claims" / "claims.md").read_text()
+    assert "**C4**" in text and "| **reproduced** |" in text  # Tf+Nd vs Tf at the paper's means
+    assert "reduced-scale profile: claims" in text
+    table = (tmp_path / "tables" / "claims" / "question-formation.md").read_text()
+    assert (
+        "| Tf+Sup |" in table and "| LSTM |" in table and "RNN+Nd" not in table
+    )  # planned rows only
+    assert (tmp_path / "fig" / "claims" / "ours-vs-paper.png").is_file()
