@@ -9,10 +9,18 @@ from pathlib import Path
 import pytest
 
 from fruit.errors import FruitError
-from fruit.experiments import draw_search_setting, final_specs, plan, search_specs, select_best
+from fruit.experiments import (
+    draw_search_setting,
+    final_specs,
+    groups,
+    plan,
+    search_specs,
+    select_best,
+)
+from fruit.models.registry import ARCHITECTURES
 from fruit.profiles import derive_seed, load_profile, profile_names
 
-SHIPPED = ("smoke", "quick", "paper")
+SHIPPED = ("smoke", "quick", "paper", "claims")
 
 
 def test_shipped_profiles_load():
@@ -235,3 +243,70 @@ def test_profiles_module_imports_neither_training_nor_experiments():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_task_architectures_and_data_source(tmp_path: Path):
+    claims = load_profile("claims")
+    assert claims.data_source == "published"
+    assert ("question-formation", "LSTM") in claims.pairs
+    assert ("tense-reinflection-with-do", "LSTM") not in claims.pairs
+    assert len(claims.pairs) == 10 and groups(claims) == list(claims.pairs)
+    assert load_profile("quick").data_source == "generated"
+    base = 'tasks = ["passivization", "tense-reinflection"]\narchitectures = ["Tf", "LSTM"]\n'
+    sizes = "[data]\ntrain = 10\ndev = 2\ntest = 2\ngen = 2\n"
+    for extra, message in [
+        (
+            '[task_architectures]\n"passivization" = ["RNN"]\n',
+            "unknown architecture in task_architectures",
+        ),
+        ('[task_architectures]\n"question-formation" = ["Tf"]\n', "unknown task in"),
+        (
+            '[task_architectures]\n"passivization" = ["Tf"]\n"tense-reinflection" = ["Tf"]\n',
+            "LSTM listed but trained on no task",
+        ),
+        ('[task_architectures]\n"passivization" = []\n', "non-empty list"),
+    ]:
+        path = tmp_path / "bad.toml"
+        path.write_text(base + extra + sizes)
+        with pytest.raises(FruitError, match=message):
+            load_profile(path)
+    path = tmp_path / "bad.toml"
+    path.write_text(base + sizes.replace("[data]\n", '[data]\nsource = "web"\n'))
+    with pytest.raises(
+        FruitError, match="unknown data.source 'web'; valid choices: generated, published"
+    ):
+        load_profile(path)
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45), ("600", 600), ("1.5h", 5400)],
+)
+def test_time_limits_parse(text, seconds):
+    from fruit.commands.run import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "2x", "h", "-5", "0", "1d"])
+def test_bad_time_limits_are_refused(text):
+    from fruit.commands.run import parse_duration
+
+    with pytest.raises(FruitError, match="--time-limit"):
+        parse_duration(text)
+
+
+def test_compute_estimate_scales_with_the_profile():
+    from fruit.experiments_cost import TOKENS_PER_SECOND, pair_costs, tokens_per_example
+
+    claims = load_profile("claims")
+    costs = {(c.task, c.architecture): c for c in pair_costs(claims)}
+    assert set(costs) == set(claims.pairs)
+    assert set(TOKENS_PER_SECOND) == set(ARCHITECTURES)
+    qf = "question-formation"
+    # the same task and data: cost is inversely proportional to the measured throughput
+    ratio = costs[qf, "Tf+Nd"].core_hours / costs[qf, "Tf"].core_hours
+    assert ratio == pytest.approx(TOKENS_PER_SECOND["Tf"] / TOKENS_PER_SECOND["Tf+Nd"])
+    # a search trial of 3 epochs over 100k examples of ~tokens_per_example tokens
+    epoch_hours = 100_000 * tokens_per_example(qf) / TOKENS_PER_SECOND["Tf"] / 3600
+    assert costs[qf, "Tf"].core_hours > 4 * 3 * epoch_hours

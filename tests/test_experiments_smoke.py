@@ -88,6 +88,44 @@ def test_smoke_profile_runs_then_finds_everything_complete(local_smoke):
     assert not changed, f"a complete run was touched: {changed}"
 
 
+def _half_written(results: Path) -> list[Path]:
+    """Temporary files of atomic writes, and records that do not parse."""
+    bad = [p for p in results.rglob("*.tmp")]
+    for path in results.rglob("*.json"):
+        try:
+            json.loads(path.read_text())
+        except ValueError:
+            bad.append(path)
+    return bad
+
+
+def test_time_limited_calls_finish_the_sweep_with_the_uninterrupted_metrics(
+    local_smoke, tmp_path: Path
+):
+    home, _, _ = local_smoke
+    limit = 12.0  # seconds: the smoke sweep needs several such calls
+    calls = []
+    for _ in range(10):
+        start = time.monotonic()
+        out = fruit_run(
+            "--profile", "smoke", "--workers", "2", "--device", "cpu", "--notebook", str(NOTEBOOK),
+            "--results", str(tmp_path / "results"), "--data-dir", str(tmp_path / "data"),
+            "--skip-reports", "--time-limit", f"{limit:g}s", cwd=home, timeout=300,
+        )  # fmt: skip
+        seconds = time.monotonic() - start
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert not _half_written(tmp_path / "results"), out.stdout
+        calls.append((seconds, out.stdout))
+        if "time limit reached" not in out.stdout:
+            break
+        # the limit counts from the command's start; allow the interpreter's start-up
+        assert seconds < limit + 5, out.stdout
+    assert len(calls) >= 2, "the limit never bit: make it smaller"
+    assert "time limit reached" not in calls[-1][1]
+    assert any("paused mid-run" in text for _, text in calls), [t for _, t in calls]
+    assert _metrics(tmp_path / "results") == _metrics(home / "results")
+
+
 @pytest.mark.slow
 def test_smoke_through_a_dask_scheduler_gives_the_same_metrics(local_smoke, tmp_path: Path):
     home, _, _ = local_smoke

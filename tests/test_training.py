@@ -529,3 +529,85 @@ def test_cli_trains_with_a_user_profile_file(tmp_path, capsys):
     assert (config["num_samples"], config["lr_factor"]) == (3, 0.25)  # [training], as fruit run
     log = training.read_log(run_dir)  # a checkpoint every 20 examples, from the file
     assert [e // 20 for e in log["examples_seen"]] == [1, 2]
+
+
+class FakeClock:
+    """time.time() for fruit.training that advances one second per call, so a run with
+    ``stop_at = start + k`` pauses after a known number of batches."""
+
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self):
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("architecture", ["Tf", pytest.param("Tf+Nd", marks=pytest.mark.slow)])
+def test_paused_runs_resume_to_the_uninterrupted_result(
+    tmp_path, data_dir, monkeypatch, architecture
+):
+    # pauses mid-epoch, between validation checkpoints and on an epoch boundary; each
+    # process-level resume (a new Run) must continue exactly where the last one stopped
+    config = tiny_config(data_dir, architecture=architecture, checkpoint_every=30, max_epochs=3)
+    whole = training.train_run(config, tmp_path / "whole")
+    clock = FakeClock()
+    monkeypatch.setattr(training.time, "time", clock)
+    pauses = 0
+    for budget in (3, 2, 7, 1, 4, 10_000):
+        run = training.Run(config, tmp_path / "paused")
+        seen = run.state["examples_seen"]
+        run.train(stop_at=clock.now + budget)
+        if not run.paused:
+            break
+        pauses += 1
+        assert run.state["examples_seen"] > seen or budget <= 2
+        assert not (tmp_path / "paused" / "metrics.json").exists()
+        assert training.train_run(config, tmp_path / "paused", stop_at=clock.now) is None
+    assert pauses >= 4
+    resumed = run.finish()
+    assert without_timing(resumed) == without_timing(whole)
+    assert log_without_seconds(tmp_path / "whole") == log_without_seconds(tmp_path / "paused")
+
+
+def test_published_data_is_prepared_whole_or_not_at_all(tmp_path, datasets_dir, monkeypatch):
+    # the claims profile's data: published dev/test/gen, a generated train split avoiding
+    # them; a preparation killed half-way leaves nothing, and the next one is identical
+    from fruit.tasks import read_tsv
+    from fruit.tasks import splits as splits_module
+
+    sizes = {"train": 1000, "dev": 1000, "test": 10_000, "gen": 10_000}
+    task = "question-formation"
+    whole = tmp_path / "whole"
+    assert training.prepare_data(whole, task, 5, sizes, "published", datasets_dir) == "generated"
+    folder = whole / task
+    record = json.loads((folder / "data.json").read_text())
+    assert record["source"] == "published" and record["sizes"] == sizes
+    assert (folder / "test.tsv").read_bytes() == (datasets_dir / task / "test.tsv").read_bytes()
+    published = {
+        " ".join(s)
+        for split in ("dev", "test", "gen")
+        for s, _ in read_tsv(folder / f"{split}.tsv")
+    }
+    assert not published & {" ".join(s) for s, _ in read_tsv(folder / "train.tsv")}
+    with pytest.raises(training.FruitError, match="needs generated data"):
+        training.prepare_data(whole, task, 5, sizes, "generated")
+
+    broken = tmp_path / "broken"
+    real_write = splits_module.write_tsv
+    calls = []
+
+    def dies_on_the_third_file(path, examples):
+        calls.append(path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # a kill in the middle of writing the folder
+        real_write(path, examples)
+
+    monkeypatch.setattr(splits_module, "write_tsv", dies_on_the_third_file)
+    with pytest.raises(KeyboardInterrupt):
+        training.prepare_data(broken, task, 5, sizes, "published", datasets_dir)
+    monkeypatch.setattr(splits_module, "write_tsv", real_write)
+    assert list(broken.iterdir()) == []  # no task folder, no staging folder
+    assert training.prepare_data(broken, task, 5, sizes, "published", datasets_dir) == "generated"
+    for name in ("train", "dev", "test", "gen", "gen.linear"):
+        assert (broken / task / f"{name}.tsv").read_bytes() == (folder / f"{name}.tsv").read_bytes()

@@ -70,6 +70,7 @@ class RunSpec:
             profile=self.profile,
             data_dir=str(data_dir),
             data_seed=profile.task_data_seed(self.task),
+            data_source=profile.data_source,
             generate_data=False,  # the runner prepared data_dir/<task>/ beforehand
             run_dir=str(run_dir),
             output_dir=str(results_dir),
@@ -134,8 +135,8 @@ def final_specs(
 
 
 def groups(profile: Profile) -> list[tuple[str, str]]:
-    """The (task, architecture) pairs, in profile order."""
-    return [(t, a) for t in profile.tasks for a in profile.architectures]
+    """The (task, architecture) pairs the profile trains, in profile order."""
+    return list(profile.pairs)
 
 
 def plan(profile: Profile) -> dict[str, Any]:

@@ -13,6 +13,13 @@
    notebook and go on with the others;
 6. execute ``tables.ipynb`` and ``figures.ipynb`` when every run finished.
 
+With a ``time_limit`` the sweep ends by itself before that many seconds: no run starts
+after ``stop_at`` (the limit less a reserve for evaluations and closing down), a run in
+progress pauses before it with its whole state in ``checkpoint.pt``, and at the limit
+itself anything still going is abandoned (records are written atomically, so nothing is
+half-written). The same command later goes on where this one stopped, and a run paused
+and resumed ends exactly as an uninterrupted one would.
+
 A one-line progress display shows runs done / running / failed / left and an estimate
 of the time remaining.
 """
@@ -64,12 +71,19 @@ class SweepResult:
     trained: int = 0  # executed to completion by this invocation
     failures: list[Failure] = dataclasses.field(default_factory=list)
     skipped_groups: list[str] = dataclasses.field(default_factory=list)
+    paused: list[str] = dataclasses.field(default_factory=list)  # stopped at the time limit
+    left: int = 0  # runs not finished when a time limit ended the sweep
     reports: list[Path] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
         return not self.failures and not self.skipped_groups
+
+    @property
+    def complete(self) -> bool:
+        """Every planned run finished (nothing left for a later call)."""
+        return self.ok and self.left == 0
 
 
 def _cost(spec: RunSpec) -> int:
@@ -166,6 +180,9 @@ class Sweep:
         device: str = "auto",
         retries: int = 2,
         reports: bool = True,
+        published_dir: str | Path | None = None,
+        time_limit: float | None = None,
+        only: tuple[tuple[str, str], ...] | None = None,
         stream: TextIO | None = sys.stdout,
         poll_seconds: float = 1.0,
     ):
@@ -179,12 +196,22 @@ class Sweep:
         if not self.notebook.is_file():
             raise FruitError(f"train notebook {str(self.notebook)!r} does not exist")
         self.device = device
+        self.published_dir = None if published_dir is None else Path(published_dir).resolve()
         self.retries = retries
         self.reports = reports
         self.tables_dir = self.results_dir / "tables"
         self.figures_dir = self.results_dir.parent / "figures"
         self.stream = stream
         self.poll_seconds = poll_seconds
+        if time_limit is not None and not time_limit > 0:
+            raise FruitError(f"the time limit must be positive, not {time_limit}")
+        self.time_limit = time_limit
+        # the (task, architecture) pairs this call trains: the profile's, or a subset
+        self.pairs = (
+            list(groups(profile)) if only is None else [g for g in groups(profile) if g in only]
+        )
+        if not self.pairs:
+            raise FruitError(f"no (task, architecture) pair of profile {profile.name} is selected")
         # the kernels get this process's malloc settings, not the Dask workers' (see
         # fruit.experiments_worker._ALLOCATOR_PREFIX)
         self.allocator = allocator_environment()
@@ -220,6 +247,7 @@ class Sweep:
             attempt,
             self.cluster.threads,
             self.allocator,
+            self.stop_at,
             key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
             pure=False,
             retries=0,
@@ -239,10 +267,12 @@ class Sweep:
                 task,
                 self.profile.task_data_seed(task),
                 self.profile.sizes,
+                self.profile.data_source,
+                None if self.published_dir is None else str(self.published_dir),
                 key=f"data-{self.profile.name}-{task}",
                 pure=False,
             )
-            for task in self.profile.tasks
+            for task in dict.fromkeys(t for t, _ in self.pairs)
         }
         for task, future in futures.items():
             try:
@@ -275,6 +305,9 @@ class Sweep:
         while self.pending:
             self.progress.running = self._running()
             self.progress.show(self._left_specs())
+            if self.deadline is not None and time.time() >= self.deadline:
+                self._abandon()
+                break
             done = [f for f in self.pending if f.done()]
             if not done:
                 time.sleep(self.poll_seconds)
@@ -289,15 +322,24 @@ class Sweep:
         self.progress.end()
 
         result.seconds = time.monotonic() - self._start
+        result.left = result.total - result.trained - result.found_complete - len(result.failures)
         self.say(
             f"runs: {result.trained} trained, {result.found_complete} found complete, "
             f"{len(result.failures)} failed, of {result.total}; {_clock(result.seconds)}"
         )
         for f in result.failures:
             self.say(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")
+        if result.left and self.time_limit is not None:
+            paused = f" ({len(result.paused)} paused mid-run)" if result.paused else ""
+            self.say(
+                f"time limit reached: {result.left} run(s) left{paused}; every finished run "
+                "is recorded, and the same command goes on from here"
+            )
         if self.reports:
-            if result.ok:
+            if result.complete:
                 result.reports = self.run_reports()
+            elif result.ok:
+                self.say("tables and figures not made: runs are left (see above)")
             else:
                 self.say("tables and figures not made: some runs failed or were skipped")
         result.seconds = time.monotonic() - self._start
@@ -309,10 +351,16 @@ class Sweep:
         """Fresh bookkeeping: per group its search specs, finished search metrics and
         failed trials; the pending futures (future -> (spec, attempt))."""
         self._start = time.monotonic()
+        self.deadline = self.stop_at = None
+        if self.time_limit is not None:
+            closing = min(15.0, 0.05 * self.time_limit)  # to abandon runs and close the cluster
+            evaluation = min(600.0, 0.1 * self.time_limit)  # a run's final evaluation
+            self.deadline = time.time() + self.time_limit - closing
+            self.stop_at = self.deadline - evaluation
         self.runs_root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.runs_root / "plan.json", plan(self.profile))
         self.result = SweepResult()
-        self.search = {g: search_specs(self.profile, *g) for g in groups(self.profile)}
+        self.search = {g: search_specs(self.profile, *g) for g in self.pairs}
         self.search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
         self.pending: dict[Any, tuple[RunSpec, int]] = {}
@@ -323,7 +371,17 @@ class Sweep:
         )
 
     def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
+        if self.stop_at is not None and time.time() >= self.stop_at:
+            return  # left for the next call
         self.pending[self._submit(spec, attempt)] = (spec, attempt)
+
+    def _abandon(self) -> None:
+        """At the time limit: give up what is still pending (a run evaluating, one that
+        has not reached a pause); its last checkpoint stays for the next call."""
+        for future, (spec, _) in list(self.pending.items()):
+            future.cancel()
+            self.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
+        self.pending.clear()
 
     def _found_complete(self) -> None:
         self.result.found_complete += 1
@@ -347,7 +405,11 @@ class Sweep:
         closed = len(self.search_done[group]) + self.search_failed[group]
         return closed == len(self.search[group])
 
-    def _on_result(self, spec: RunSpec, metrics: dict, seconds: float) -> None:
+    def _on_result(self, spec: RunSpec, metrics: dict | None, seconds: float) -> None:
+        if metrics is None:  # paused at, or not started after, the time limit
+            if seconds > 0:
+                self.result.paused.append(spec.name)
+            return
         self.result.trained += 1
         self.progress.done += 1
         if seconds > 0:

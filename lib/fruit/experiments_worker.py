@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fruit.io import read_metrics
+from fruit.io import PAUSED_MARKER, read_metrics
 
 RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
@@ -117,9 +117,14 @@ def execute_run(
     attempt: int,
     threads: int | None = None,
     allocator: dict[str, str] | None = None,
-) -> tuple[dict[str, Any], float]:
+    stop_at: float | None = None,
+) -> tuple[dict[str, Any] | None, float]:
     """Execute the train notebook for one run into its folder; return its metrics.json
     and the seconds this attempt took (0 when the run was already finished).
+
+    ``stop_at`` (a ``time.time()`` value, from ``fruit run --time-limit``): the run
+    pauses before it (``fruit.training.Run.train``), or is not started when that time has
+    passed; a paused run returns ``(None, seconds)`` and resumes on the next call.
 
     The notebook resumes from ``checkpoint.pt`` when an earlier attempt left one (that is
     the training code's job); this function records every attempt in ``runner.log`` and
@@ -138,6 +143,10 @@ def execute_run(
     if done is not None:  # finished meanwhile, e.g. by an attempt Dask thought was lost
         log_line(folder, f"attempt {attempt}: metrics.json already present, nothing to do")
         return done, 0.0
+
+    if stop_at is not None and time.time() >= stop_at:
+        log_line(folder, f"attempt {attempt}: not started, the sweep's time limit has passed")
+        return None, 0.0
 
     executed = folder / EXECUTED_NOTEBOOK
     if executed.exists():  # keep the record of the interrupted or failed attempt
@@ -161,7 +170,7 @@ def execute_run(
         papermill.execute_notebook(
             notebook,
             str(executed),
-            parameters=parameters,
+            parameters={**parameters, "stop_at": stop_at},
             progress_bar=False,
             extra_arguments=KERNEL_ARGUMENTS,
             cwd=str(folder),
@@ -176,10 +185,13 @@ def execute_run(
         ) from None
 
     metrics = read_metrics(folder)
+    seconds = time.monotonic() - start
+    if metrics is None and (folder / PAUSED_MARKER).is_file():
+        log_line(folder, f"attempt {attempt} paused at the time limit after {seconds:.0f} s")
+        return None, seconds
     if metrics is None:
         log_line(folder, f"attempt {attempt} failed: notebook finished without metrics.json")
         raise RunFailed(f"{name}: the notebook finished without writing metrics.json ({executed})")
-    seconds = time.monotonic() - start
     log_line(
         folder, f"attempt {attempt} finished in {seconds:.0f} s: status {metrics.get('status')}"
     )

@@ -13,6 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# A run folder's marker that its training paused at a time limit (fruit.training.Run.train
+# writes it, removes it when training goes on); the runner reads it to tell a paused run
+# from a failed one.
+PAUSED_MARKER = "paused.json"
+
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):

@@ -34,8 +34,11 @@ import dataclasses
 import io
 import json
 import math
+import os
 import platform
 import random
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +52,13 @@ from fruit import evaluation
 from fruit.batching import evaluation_batches, pad, training_batches
 from fruit.device import resolve_device
 from fruit.errors import FruitError, unknown_choice
-from fruit.io import atomic_torch_save, atomic_write_json, atomic_write_text, read_metrics
+from fruit.io import (
+    PAUSED_MARKER,
+    atomic_torch_save,
+    atomic_write_json,
+    atomic_write_text,
+    read_metrics,
+)
 from fruit.profiles import PHASES, derive_seed, is_profile_path, load_profile, run_folder
 
 LOG_COLUMNS = (
@@ -67,7 +76,14 @@ MIN_GENERATED_TRAIN = 1_000
 DATA_MARKER = "data.json"  # written last by prepare_data: {task, seed, sizes}
 SPLIT_FIELDS = {"train": "train_size", "dev": "dev_size", "test": "test_size", "gen": "gen_size"}
 # RunConfig fields that, when None, come from the profile (fruit.profiles)
-PROFILE_FIELDS = (*SPLIT_FIELDS.values(), "checkpoint_every", "max_epochs", "data_dir", "data_seed")
+PROFILE_FIELDS = (
+    *SPLIT_FIELDS.values(),
+    "checkpoint_every",
+    "max_epochs",
+    "data_dir",
+    "data_seed",
+    "data_source",
+)
 
 
 @dataclass
@@ -97,6 +113,7 @@ class RunConfig:
     data_dir: str | None = None
     generate_data: bool = False
     data_seed: int | None = None
+    data_source: str | None = None  # "generated" or "published" dev/test/gen (fruit.profiles)
     device: str = "auto"
     # seeds (None: derived from ``seed``)
     parameter_seed: int | None = None
@@ -153,6 +170,7 @@ def resolve_config(config: RunConfig) -> RunConfig:
         settings = profile.run_settings(c.phase, c.architecture)
         settings["data_dir"] = str(Path("data") / profile.name)
         settings["data_seed"] = profile.task_data_seed(c.task)
+        settings["data_source"] = profile.data_source
         for name in missing:
             setattr(c, name, settings[name])
         c.profile = profile.name  # a path becomes the name that its results go under
@@ -161,6 +179,10 @@ def resolve_config(config: RunConfig) -> RunConfig:
     if c.shuffle_seed is None:
         c.shuffle_seed = derive_seed(c.seed, "shuffle")
     c.data_dir = str(c.data_dir)
+    from fruit.profiles import DATA_SOURCES
+
+    if c.data_source not in DATA_SOURCES:
+        raise unknown_choice("data_source", c.data_source, DATA_SOURCES)
     for name in ("batch_tokens", "checkpoint_every", "max_epochs", "train_size"):
         if int(getattr(c, name)) < 1:
             raise FruitError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
@@ -197,22 +219,45 @@ def _first(examples, n, path):
     return examples if n is None else examples[:n]
 
 
-def prepare_data(data_dir, task_slug: str, seed: int, sizes: dict) -> str:
+def published_folder(explicit=None) -> Path | None:
+    """Where the published files are read from: ``explicit``, else ``$FRUIT_DATASETS``,
+    else None (downloaded from the pinned commits, ``fruit.tasks.official``)."""
+    chosen = explicit or os.environ.get("FRUIT_DATASETS")
+    return Path(chosen) if chosen else None
+
+
+def prepare_data(
+    data_dir,
+    task_slug: str,
+    seed: int,
+    sizes: dict,
+    source: str = "generated",
+    published_dir=None,
+) -> str:
     """Make ``data_dir/<task>/{train,dev,test,gen,gen.linear}.tsv`` unless already there.
 
-    Used by ``fruit run`` (once per task) and by a run with ``generate_data``. The
-    splits are ``get_task(task).generate(seed, sizes)`` with at least
-    ``MIN_GENERATED_TRAIN`` training lines, written by ``fruit.tasks.splits.write_task``;
-    ``data.json`` is written last and records (task, seed, sizes); a folder whose record
-    has another seed, or fewer lines than asked, is an error (a run reads the first lines
-    of each split). A folder holding the four splits but no ``data.json`` is taken as
-    user-provided (e.g. published files) and used as it is; one with some files but not
-    all four splits is never overwritten.
-    Returns "found" or "generated".
-    """
-    from fruit.tasks import SPLITS, get_task
-    from fruit.tasks.splits import write_task
+    Used by ``fruit run`` (once per task) and by a run with ``generate_data``.
+    ``source`` is the profile's ``[data] source``:
 
+    * ``"generated"``: ``get_task(task).generate(seed, sizes)`` with at least
+      ``MIN_GENERATED_TRAIN`` training lines;
+    * ``"published"``: the published dev/test/gen files (from ``published_folder(
+      published_dir)``, else downloaded), checked and fixed by ``fruit.tasks.official``,
+      with a generated train split (seed ``seed``) that avoids all their sentences.
+
+    The folder is made whole in a temporary sibling and renamed into place, with
+    ``data.json`` (task, seed, sizes, source) inside, so an interrupted preparation
+    leaves nothing behind and the next call makes exactly the same files. A folder whose
+    record has another seed or source, or fewer lines than asked, is an error (a run
+    reads the first lines of each split). A folder holding the four splits but no
+    ``data.json`` is taken as user-provided and used as it is; one with some files but
+    not all four splits is never overwritten. Returns "found" or "generated".
+    """
+    from fruit.profiles import DATA_SOURCES
+    from fruit.tasks import SPLITS, get_task
+
+    if source not in DATA_SOURCES:
+        raise unknown_choice("data source", source, DATA_SOURCES)
     root, task = Path(data_dir), get_task(task_slug)
     folder = root / task_slug
     sizes = {split: int(sizes[split]) for split in SPLITS}
@@ -222,26 +267,61 @@ def prepare_data(data_dir, task_slug: str, seed: int, sizes: dict) -> str:
     if marker.is_file():
         found = json.loads(marker.read_text(encoding="utf-8"))
         short = [s for s in SPLITS if found.get("sizes", {}).get(s, 0) < sizes[s]]
-        if found.get("task") != task_slug or found.get("seed") != seed or short:
+        if (
+            found.get("task") != task_slug
+            or found.get("seed") != seed
+            or found.get("source", "generated") != source
+            or short
+        ):
             raise FruitError(
-                f"{folder} holds data made with {found}, but this run needs seed {seed} and "
-                f"sizes {sizes}; use another data folder or remove that one"
+                f"{folder} holds data made with {found}, but this run needs {source} data "
+                f"with seed {seed} and sizes {sizes}; use another data folder or remove that one"
             )
         if have_splits:
             return "found"
     elif have_splits:
         return "found"
-    elif folder.is_dir() and any(folder.iterdir()):
+    if folder.is_dir() and any(folder.iterdir()):
         what = (
             "train.tsv is missing" if not (folder / "train.tsv").is_file() else "splits are missing"
         )
         raise FruitError(
             f"no complete data for {task_slug}: {folder} holds some files but its {what}; "
-            f"create it with `fruit data --out {root}` (a partly filled folder is never overwritten)"
+            f"remove that folder to have it made again (a partly filled folder is never overwritten)"
         )
-    write_task(root, task, task.generate(seed=seed, sizes=sizes))
-    atomic_write_json(marker, {"task": task_slug, "seed": seed, "sizes": sizes})
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{task_slug}.", suffix=".partial", dir=root))
+    try:
+        record = _make_data(staging, task, seed, sizes, source, published_dir)
+        atomic_write_json(staging / task_slug / DATA_MARKER, record)
+        if folder.is_dir():
+            folder.rmdir()  # empty (checked above)
+        os.replace(staging / task_slug, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return "generated"
+
+
+def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_dir) -> dict:
+    """Write one task's splits into ``out/<task>/``; return its data.json record."""
+    from fruit.tasks.splits import write_task
+
+    record = {"task": task.slug, "seed": seed, "sizes": sizes, "source": source}
+    if source == "generated":
+        write_task(out, task, task.generate(seed=seed, sizes=sizes))
+        return record
+    from fruit.tasks import read_tsv
+    from fruit.tasks.official import import_official
+
+    where = published_folder(published_dir)
+    import_official(out, [task.slug], where, seed, sizes["train"], log=lambda _: None)
+    counts = {s: len(read_tsv(out / task.slug / f"{s}.tsv")) for s in sizes}
+    short = [f"{s} has {counts[s]} lines, {sizes[s]} asked" for s in sizes if counts[s] < sizes[s]]
+    if short:
+        raise FruitError(f"the published {task.slug} files are too small: {'; '.join(short)}")
+    record["sizes"] = counts
+    record["published"] = str(where.resolve()) if where else "downloaded from the pinned commits"
+    return record
 
 
 def load_data(config: RunConfig) -> TaskData:
@@ -253,7 +333,7 @@ def load_data(config: RunConfig) -> TaskData:
     folder = root / config.task
     if config.generate_data:
         sizes = {s: getattr(config, f) for s, f in SPLIT_FIELDS.items()}
-        prepare_data(root, config.task, config.data_seed, sizes)
+        prepare_data(root, config.task, config.data_seed, sizes, config.data_source)
     if not (folder / "train.tsv").is_file():
         empty = not folder.is_dir() or not any(folder.iterdir())
         if not root.is_dir():
@@ -371,6 +451,7 @@ class Run:
             "seconds": 0.0,
             "log": [],
         }
+        self.paused = False  # train() stopped at its stop_at (see train)
         self._write_or_check_config()
         if (self.dir / "checkpoint.pt").is_file() and not self.finished:
             self._load_checkpoint()
@@ -526,13 +607,25 @@ class Run:
         self._save_checkpoint()
         return row
 
-    def train(self, progress=None, on_checkpoint: Callable | None = None) -> None:
+    def train(
+        self,
+        progress=None,
+        on_checkpoint: Callable | None = None,
+        stop_at: float | None = None,
+    ) -> None:
         """Train until early stopping, ``max_epochs``, or a nan/inf loss.
 
         ``progress``: None, True (a tqdm bar) or a tqdm-like object with ``update(n)``.
         ``on_checkpoint(run, row)`` is called after each checkpoint is saved.
+        ``stop_at`` (a ``time.time()`` value): pause before a batch that would likely
+        end after it -- the whole training state goes to ``checkpoint.pt``, ``paused``
+        becomes True, and a later ``train()`` continues exactly where this one stopped
+        (the same batches, random streams and optimiser state), so a paused-and-resumed
+        run ends with the same parameters and metrics as an uninterrupted one.
         """
         st, c = self.state, self.config
+        self.paused = False
+        (self.dir / PAUSED_MARKER).unlink(missing_ok=True)
         if self.finished or st["training_done"]:
             return
         bar = _progress_bar(progress, total=c.max_epochs * len(self.train_strings))
@@ -540,12 +633,23 @@ class Run:
             bar.update(st["examples_seen"])
         lengths = [len(w) for w in self.train_strings]
         clock_start, seconds_before = time.perf_counter(), st["seconds"]
-        while not st["stopped"] and st["diverged"] is None and st["epoch"] < c.max_epochs:
+        slowest_batch = 0.0  # seconds, for stop_at
+        while (
+            not self.paused
+            and not st["stopped"]
+            and st["diverged"] is None
+            and st["epoch"] < c.max_epochs
+        ):
             self.rng.setstate(st["epoch_rng_state"])
             batches = training_batches(lengths, c.batch_tokens, self.rng)
             while st["batch_index"] < len(batches):
+                if stop_at is not None and time.time() + 2 * slowest_batch > stop_at:
+                    self.paused = True
+                    break
                 batch = batches[st["batch_index"]]
+                batch_start = time.perf_counter()
                 loss = self._update(batch)
+                slowest_batch = max(slowest_batch, time.perf_counter() - batch_start)
                 st["batch_index"] += 1
                 if not math.isfinite(loss):
                     st["diverged"] = f"loss became {loss} at examples_seen={st['examples_seen']}"
@@ -568,6 +672,17 @@ class Run:
                 st["epoch"] += 1
                 st["batch_index"] = 0
                 st["epoch_rng_state"] = self.rng.getstate()
+        if self.paused:
+            st["seconds"] = seconds_before + (time.perf_counter() - clock_start)
+            self._write_log()
+            self._save_checkpoint()
+            atomic_write_json(
+                self.dir / PAUSED_MARKER,
+                {"examples_seen": st["examples_seen"], "stop_at": stop_at},
+            )
+            if bar is not None:
+                bar.close()
+            return
         if st["best"] is None and st["diverged"] is None:
             # fewer examples than one checkpoint interval: validate once at the end
             row = self._checkpoint(clock_start, seconds_before)
@@ -662,11 +777,20 @@ def read_log(run_dir):
     return pd.read_csv(Path(run_dir) / "log.csv")
 
 
-def train_run(config: RunConfig, run_dir, *, progress=None, data=None, model_factory=None) -> dict:
-    """Train (or resume) one run and write its metrics; returns metrics.json's content."""
+def train_run(
+    config: RunConfig,
+    run_dir,
+    *,
+    progress=None,
+    data=None,
+    model_factory=None,
+    stop_at: float | None = None,
+) -> dict | None:
+    """Train (or resume) one run and write its metrics; returns metrics.json's content,
+    or None when it paused at ``stop_at`` (see ``Run.train``)."""
     done = read_metrics(run_dir)
     if done is not None:
         return done
     run = Run(config, run_dir, data=data, model_factory=model_factory)
-    run.train(progress=progress)
-    return run.finish()
+    run.train(progress=progress, stop_at=stop_at)
+    return None if run.paused else run.finish()

@@ -4,7 +4,9 @@ tables, figures). See fruit.experiments_sweep and docs/cluster.md."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 from pathlib import Path
 
 from fruit.errors import FruitError
@@ -39,6 +41,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="retries of a failed run before it is reported (default: 2)",
     )
     parser.add_argument("--skip-reports", action="store_true", help="stop after the runs")
+    parser.add_argument(
+        "--time-limit",
+        metavar="DURATION",
+        help="end by itself before this much time (e.g. 2h, 90m, 1h30m, 600s): runs pause "
+        "resumably, finished ones stay recorded, and the same command goes on later",
+    )
+    parser.add_argument(
+        "--task",
+        action="append",
+        metavar="TASK",
+        help="train only this task's pairs of the profile (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--architecture",
+        action="append",
+        metavar="ARCH",
+        help="train only this architecture's pairs of the profile (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--published",
+        metavar="DIR",
+        help="for profiles with published data: read DIR/<task>/{dev,test,gen}.tsv "
+        "(default: $FRUIT_DATASETS, else download from the pinned commits)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the planned runs and exit")
 
     where = parser.add_argument_group("where the runs execute (default: a LocalCluster)")
@@ -91,25 +117,79 @@ def check_counts(args: argparse.Namespace) -> None:
         raise FruitError(f"--retries must be 0 or more, not {args.retries}")
 
 
+def selected_pairs(profile, tasks, architectures):
+    """The profile's (task, architecture) pairs that --task/--architecture keep (None: all)."""
+    from fruit.errors import unknown_choice
+    from fruit.experiments import groups
+
+    pairs = groups(profile)
+    for chosen, known, what in (
+        (tasks, [t for t, _ in pairs], "task"),
+        (architectures, [a for _, a in pairs], "architecture"),
+    ):
+        for name in chosen or ():
+            if name not in known:
+                raise unknown_choice(
+                    f"{what} of profile {profile.name}", name, dict.fromkeys(known)
+                )
+    if not tasks and not architectures:
+        return None
+    return tuple(
+        (t, a)
+        for t, a in pairs
+        if (not tasks or t in tasks) and (not architectures or a in architectures)
+    )
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in '2h', '90m', '1h30m', '45s' or a plain number of seconds."""
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        seconds = float(value)
+    else:
+        parts = re.fullmatch(
+            r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", value
+        )
+        if not value or parts is None:
+            raise FruitError(
+                f"--time-limit {text!r} is not a duration; write e.g. 2h, 90m, 1h30m, 600s or 600"
+            )
+        h, m, sec = (float(x) if x else 0.0 for x in parts.groups())
+        seconds = 3600 * h + 60 * m + sec
+    if not seconds > 0:
+        raise FruitError(f"--time-limit must be positive, not {text!r}")
+    return seconds
+
+
 def main(args: argparse.Namespace) -> int:
     from fruit.experiments import groups
     from fruit.profiles import load_profile
 
+    started = time.time()  # a time limit counts from here, cluster start-up included
     check_counts(args)
+    time_limit = None if args.time_limit is None else parse_duration(args.time_limit)
+    if args.published is not None and not Path(args.published).is_dir():
+        raise FruitError(f"--published {args.published!r} is not a folder")
     profile = load_profile(args.profile)
+    only = selected_pairs(profile, args.task, args.architecture)
     if args.dry_run:
         from fruit.experiments import search_specs
+        from fruit.experiments_cost import describe
 
-        n_groups = len(groups(profile))
+        pairs = list(only or groups(profile))
         print(f"profile {profile.name} ({profile.source}): {profile.description}")
-        print(f"data sizes {profile.sizes}, data seed {profile.data_seed}")
-        for task, arch in groups(profile):
+        print(
+            f"data: {profile.data_source} dev/test/gen, sizes {profile.sizes}, "
+            f"data seed {profile.data_seed}"
+        )
+        for task, arch in pairs:
             for s in search_specs(profile, task, arch):
                 print(f"  {s.name}: seed {s.seed}, B {s.batch_tokens}, lr {s.learning_rate:.3g}")
         print(
-            f"{n_groups * profile.search_trials} search runs + {n_groups * profile.final_runs} "
+            f"{len(pairs) * profile.search_trials} search runs + {len(pairs) * profile.final_runs} "
             f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
+        print(describe(profile, workers=args.workers or 2, pairs=pairs))
         return 0
 
     from fruit.experiments_sweep import Sweep
@@ -125,6 +205,9 @@ def main(args: argparse.Namespace) -> int:
             device=args.device,
             retries=args.retries,
             reports=not args.skip_reports,
+            published_dir=args.published,
+            time_limit=None if time_limit is None else time_limit - (time.time() - started),
+            only=only,
             stream=sys.stdout,
         )
         result = sweep.run()

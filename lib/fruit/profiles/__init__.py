@@ -43,9 +43,20 @@ SPLITS = ("train", "dev", "test", "gen")
 PAPER_CHECKPOINT_EVERY = 80_000
 
 # Keys a profile may hold, per table; anything else is a typo worth an error.
-_TOP_KEYS = {"name", "description", "reduced", "seed", "tasks", "architectures"}
+_TOP_KEYS = {
+    "name",
+    "description",
+    "reduced",
+    "seed",
+    "tasks",
+    "architectures",
+    "task_architectures",  # a table: task -> the architectures it trains (default: all)
+}
+# Where a profile's dev/test/gen come from: made by our generators, or the published files
+# (``fruit.tasks.official``) with a generated train split that avoids their sentences.
+DATA_SOURCES = ("generated", "published")
 _TABLE_KEYS = {
-    "data": {"seed", *SPLITS},
+    "data": {"seed", "source", *SPLITS},
     "search": {"trials", "max_epochs", "batch_tokens", "learning_rate"},
     "final": {"runs", "max_epochs", "batch_tokens", "learning_rate"},
     "training": {  # fruit.training.RunConfig fields that are not set per run
@@ -76,6 +87,8 @@ class Profile:
     seed: int
     tasks: tuple[str, ...]
     architectures: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]  # the (task, architecture) pairs it trains, in order
+    data_source: str  # one of DATA_SOURCES
     data_seed: int
     sizes: dict[str, int]  # split -> number of examples
     search_trials: int
@@ -195,7 +208,12 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
     architectures = _names(raw, "architectures", fail, _known_architectures())
     seed = _integer(raw.get("seed", 0), "seed", fail)
 
+    pairs = _pairs(raw.get("task_architectures", {}), tasks, architectures, fail)
+
     data = raw.get("data", {})
+    data_source = data.get("source", "generated")
+    if data_source not in DATA_SOURCES:
+        raise fail(str(unknown_choice("data.source", data_source, DATA_SOURCES)))
     sizes = {}
     for split in SPLITS:
         if split not in data:
@@ -234,6 +252,8 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         seed=seed,
         tasks=tasks,
         architectures=architectures,
+        pairs=pairs,
+        data_source=data_source,
         data_seed=data_seed,
         sizes=sizes,
         search_trials=trials,
@@ -271,6 +291,36 @@ def _epochs(value, table, architectures, fail) -> dict[str, int]:
     if "default" not in value and not set(architectures) <= set(value):
         raise fail(f"{what} needs a 'default' or an entry for every architecture")
     return {k: _integer(v, f"{what}.{k}", fail, minimum=1) for k, v in value.items()}
+
+
+def _pairs(table, tasks, architectures, fail) -> tuple[tuple[str, str], ...]:
+    """(task, architecture) pairs: every architecture for every task, except where
+    ``[task_architectures]`` gives a task its own list (a subset of ``architectures``)."""
+    if not isinstance(table, dict):
+        raise fail("[task_architectures] must be a table: task = [architectures]")
+    for task, chosen in table.items():
+        if task not in tasks:
+            raise fail(str(unknown_choice("task in [task_architectures]", task, tasks)))
+        if (
+            not isinstance(chosen, list)
+            or not chosen
+            or not all(isinstance(a, str) for a in chosen)
+        ):
+            raise fail(f"task_architectures.{task} must be a non-empty list of architectures")
+        for a in chosen:
+            if a not in architectures:
+                raise fail(
+                    str(
+                        unknown_choice(
+                            f"architecture in task_architectures.{task}", a, architectures
+                        )
+                    )
+                )
+    pairs = [(t, a) for t in tasks for a in architectures if a in table.get(t, architectures)]
+    unused = [a for a in architectures if all(a != b for _, b in pairs)]
+    if unused:
+        raise fail(f"architecture(s) {', '.join(unused)} listed but trained on no task")
+    return tuple(pairs)
 
 
 def _names(raw, key, fail, known) -> tuple[str, ...]:
