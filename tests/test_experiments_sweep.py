@@ -123,32 +123,48 @@ def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     assert "FAILED question-formation/Tf+Sup/search-0" in out and str(failure.notebook) in out
 
 
-def test_kernels_get_the_launchers_malloc_settings_not_the_workers(
-    tmp_path: Path, cluster, monkeypatch
-):
-    """Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536, which made every
-    training kernel they started about twice as slow; the kernels must instead see the
-    malloc settings of the process that launched the sweep."""
+def test_kernels_get_the_launchers_malloc_settings_not_the_workers(tmp_path: Path, cluster):
+    """Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536 and writes it into the
+    os.environ of the process that starts the cluster; kernels started by such workers ran
+    twice as slow. Our LocalCluster drops it, and the kernels get the malloc settings the
+    launching process had before any cluster started (``allocator``)."""
     import os
 
+    import dask
+    from distributed import Client, LocalCluster
+
     workers = cluster.client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
-    assert set(workers.values()) == {"65536"}, workers  # Dask's default is in force
+    assert set(workers.values()) == {None}, workers  # fruit's LocalCluster: not set
+    profiling = cluster.client.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
+    assert set(profiling.values()) == {False}  # and its workers run without Dask's profiler
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
+    profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf",))
     runs = tmp_path / "results" / "runs" / "fake" / "question-formation" / "Tf"
 
-    for launcher in ({}, {"MALLOC_ARENA_MAX": "2"}):
-        for key in [k for k in os.environ if k.startswith("MALLOC_")]:
-            monkeypatch.delenv(key)
-        for key, value in launcher.items():
-            monkeypatch.setenv(key, value)
-        profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf",))
-        result, out = _sweep(tmp_path, cluster, profile)
-        assert result.ok and result.trained == 2, out
-        for folder in ("search-0", "final-0"):
-            metrics = json.loads((runs / folder / "metrics.json").read_text())
-            assert metrics["kernel_malloc"] == launcher
-        for folder in runs.iterdir():  # train again with the next launcher environment
-            if folder.is_dir():
-                (folder / "metrics.json").unlink()
-                (folder / "checkpoint.pt").unlink()
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.ok and result.trained == 2, out
+    for folder in ("search-0", "final-0"):
+        metrics = json.loads((runs / folder / "metrics.json").read_text())
+        assert "MALLOC_TRIM_THRESHOLD_" not in metrics["kernel_malloc"]
+
+    # a plain Dask LocalCluster (Dask's defaults) puts the threshold everywhere
+    launcher = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+    launcher["MALLOC_ARENA_MAX"] = "2"  # a setting of the user's own, to be kept
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as plain:
+        with Client(plain) as client:
+            assert set(client.run(lambda: os.environ["MALLOC_TRIM_THRESHOLD_"]).values()) == {
+                "65536"
+            }
+            plain_cluster = type(cluster)(client, "plain LocalCluster", 1, None)
+            for folder in runs.iterdir():
+                if folder.is_dir():
+                    (folder / "metrics.json").unlink()
+                    (folder / "checkpoint.pt").unlink()
+            result, out = _sweep(tmp_path, plain_cluster, profile, allocator=launcher)
+            assert result.ok and result.trained == 2, out
+    for folder in ("search-0", "final-0"):
+        metrics = json.loads((runs / folder / "metrics.json").read_text())
+        assert metrics["kernel_malloc"] == launcher

@@ -48,22 +48,41 @@ class Cluster:
         self._closers.clear()
 
 
+# Dask's defaults that cost the runs time: each worker's
+# statistical profiler samples its threads every 10 ms, and the scheduler and every worker
+# read /proc every 0.5 s for the dashboard's system monitor. A sweep's tasks last minutes to
+# hours, so we turn the profiler off and sample the system every 10 s. (Measured on the
+# 2-core reference machine during `make reproduce`: the sweep process and each worker
+# used ~6% of a core each, next to two kernels training.)
+QUIET_DASK = {
+    # Dask's nanny would give every worker -- and, by updating os.environ before it spawns
+    # them, the process that starts the cluster -- MALLOC_TRIM_THRESHOLD_=65536, which made
+    # the training kernels they start twice as slow (fruit.experiments_worker).
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "10s",
+    "distributed.scheduler.work-stealing": False,  # one run per worker: nothing to steal
+}
+
+
 def local_cluster(workers: int | None = None, threads: int = 1, device: str = "auto") -> Cluster:
     """A LocalCluster on 127.0.0.1: by default one worker per `threads` CPU cores, or one
     per GPU when the runs go to CUDA."""
+    import dask
     from distributed import Client, LocalCluster
 
     if workers is None:
         gpus = gpu_count() if device != "cpu" else 0
         workers = gpus if gpus > 0 else max(1, (os.cpu_count() or 1) // max(1, threads))
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        resources=RUN_RESOURCE,
-    )
+    with dask.config.set(QUIET_DASK):  # the nannies take the config in force now
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            resources=RUN_RESOURCE,
+        )
     client = Client(cluster)
     result = Cluster(
         client,

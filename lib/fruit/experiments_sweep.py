@@ -11,7 +11,8 @@
    that pair's final runs;
 5. retry a failed run up to ``retries`` times, then report it by name with its executed
    notebook and go on with the others;
-6. execute ``tables.ipynb`` and ``figures.ipynb`` when every run finished.
+6. execute ``tables.ipynb``, ``figures.ipynb`` and ``reproduction.ipynb`` when every run
+   finished.
 
 With a ``time_limit`` the sweep ends by itself before that many seconds: no run starts
 after ``stop_at`` (the limit less a reserve for evaluations and closing down), a run in
@@ -54,7 +55,7 @@ from fruit.experiments_worker import (
 from fruit.io import atomic_write_json, read_metrics
 from fruit.profiles import Profile
 
-REPORT_NOTEBOOKS = ("tables", "figures")
+REPORT_NOTEBOOKS = ("tables", "figures", "reproduction")
 
 
 @dataclasses.dataclass
@@ -183,6 +184,7 @@ class Sweep:
         published_dir: str | Path | None = None,
         time_limit: float | None = None,
         only: tuple[tuple[str, str], ...] | None = None,
+        allocator: dict[str, str] | None = None,
         stream: TextIO | None = sys.stdout,
         poll_seconds: float = 1.0,
     ):
@@ -212,9 +214,10 @@ class Sweep:
         )
         if not self.pairs:
             raise FruitError(f"no (task, architecture) pair of profile {profile.name} is selected")
-        # the kernels get this process's malloc settings, not the Dask workers' (see
-        # fruit.experiments_worker._ALLOCATOR_PREFIX)
-        self.allocator = allocator_environment()
+        # the kernels get the launching process's malloc settings, not the Dask workers'
+        # (fruit.experiments_worker._ALLOCATOR_PREFIX). Take them before any Dask nanny
+        # starts in this process: a nanny writes its settings into os.environ.
+        self.allocator = allocator_environment() if allocator is None else dict(allocator)
 
     # -- helpers ----------------------------------------------------------------
 
@@ -500,10 +503,18 @@ class Sweep:
     # -- reports ----------------------------------------------------------------
 
     def run_reports(self) -> list[Path]:
-        """Execute tables.ipynb and figures.ipynb (next to the train notebook), in parallel
-        on the cluster; their executed copies go to ``results/notebooks/<profile>/``."""
+        """Execute tables.ipynb, figures.ipynb and reproduction.ipynb (next to the train
+        notebook), in parallel on the cluster; their executed copies go to
+        ``results/notebooks/<profile>/``."""
         executed_dir = self.results_dir / "notebooks" / self.profile.name
-        outputs = {"tables": self.tables_dir, "figures": self.figures_dir}
+        outputs = {
+            "tables": {"output_dir": str(self.tables_dir)},
+            "figures": {"output_dir": str(self.figures_dir)},
+            "reproduction": {
+                "tables_dir": str(self.tables_dir),
+                "figures_dir": str(self.figures_dir),
+            },
+        }
         futures = {}
         for name in REPORT_NOTEBOOKS:
             source = self.notebook.parent / f"{name}.ipynb"
@@ -517,7 +528,7 @@ class Sweep:
             parameters = {
                 "results_dir": str(self.results_dir),
                 "profile": self.profile.name,
-                "output_dir": str(outputs[name]),
+                **outputs[name],
             }
             futures[name] = self.client.submit(
                 execute_report,
@@ -536,5 +547,6 @@ class Sweep:
             except RunFailed as e:
                 raise FruitError(str(e)) from None
         for name in REPORT_NOTEBOOKS:
-            self.say(f"{name}: {outputs[name] / self.profile.name}")
+            folders = sorted({Path(v) / self.profile.name for v in outputs[name].values()})
+            self.say(f"{name}: {', '.join(map(str, folders))}")
         return made

@@ -166,6 +166,9 @@ def main(args: argparse.Namespace) -> int:
     from fruit.profiles import load_profile
 
     started = time.time()  # a time limit counts from here, cluster start-up included
+    from fruit.experiments_worker import allocator_environment
+
+    allocator = allocator_environment()  # before a Dask nanny adds its own to os.environ
     check_counts(args)
     time_limit = None if args.time_limit is None else parse_duration(args.time_limit)
     if args.published is not None and not Path(args.published).is_dir():
@@ -208,6 +211,7 @@ def main(args: argparse.Namespace) -> int:
             published_dir=args.published,
             time_limit=None if time_limit is None else time_limit - (time.time() - started),
             only=only,
+            allocator=allocator,
             stream=sys.stdout,
         )
         result = sweep.run()
