@@ -176,6 +176,13 @@ def test_download_builds_pinned_urls_and_checks_blob_ids(datasets_dir, tmp_path,
     assert (tmp_path / "out" / slug / "gen.tsv").read_bytes() == (
         datasets_dir / slug / "gen.tsv"
     ).read_bytes()
+    # a profile's published data takes dev/test/gen only: train is generated, as offline
+    (served / "passiv_en_nps.train").unlink()
+    import_official(
+        tmp_path / "out2", [slug], train_size=1000, log=lambda _: None, published_train=False
+    )
+    generated = (tmp_path / "out2" / slug / "train.tsv").read_text().splitlines()
+    assert len(generated) == 1000 and train.strip() not in generated
 
 
 def test_download_failure_is_one_line(tmp_path, monkeypatch, capsys):

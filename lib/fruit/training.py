@@ -314,7 +314,9 @@ def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_d
     from fruit.tasks.official import import_official
 
     where = published_folder(published_dir)
-    import_official(out, [task.slug], where, seed, sizes["train"], log=lambda _: None)
+    import_official(
+        out, [task.slug], where, seed, sizes["train"], log=lambda _: None, published_train=False
+    )
     counts = {s: len(read_tsv(out / task.slug / f"{s}.tsv")) for s in sizes}
     short = [f"{s} has {counts[s]} lines, {sizes[s]} asked" for s in sizes if counts[s] < sizes[s]]
     if short:

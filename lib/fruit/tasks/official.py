@@ -122,10 +122,15 @@ def fix(task: Task, examples: list[Example]) -> tuple[list[Example], int]:
     return fixed, sum(a[1] != b[1] for a, b in zip(examples, fixed))
 
 
-def _raw_files(slug: str, from_dir: Path | None, fetcher) -> dict[str, tuple[bytes | None, str]]:
-    """split -> (bytes or None if absent, name for errors)."""
+def _raw_files(
+    slug: str, from_dir: Path | None, fetcher, with_train: bool = True
+) -> dict[str, tuple[bytes | None, str]]:
+    """split -> (bytes or None if absent or not wanted, name for errors)."""
     files = {}
     for split, blob in zip(SPLITS, BLOB_IDS[slug]):
+        if split == "train" and not with_train:
+            files[split] = (None, "train (generated)")
+            continue
         if from_dir is not None:
             path = from_dir / slug / f"{split}.tsv"
             if split == "train" and not path.exists():
@@ -157,18 +162,21 @@ def import_official(
     train_size: int = 100_000,
     fetcher: Callable[[str], bytes] = fetch,
     log: Callable[[str], None] = print,
+    published_train: bool = True,
 ) -> None:
     """Take the published files (downloaded, or from ``from_dir/<task>/<split>.tsv``),
     check every line, fix German passivization, and write the data layout to ``out``.
 
     All input files are read and checked before anything is written. Where ``from_dir``
-    has no train.tsv the train split is generated, avoiding every dev/test/gen sentence.
+    has no train.tsv, or with ``published_train=False`` (the profiles' ``[data] source =
+    "published"``: the same data offline and online), the train split is generated,
+    avoiding every dev/test/gen sentence.
     """
     from_dir = Path(from_dir) if from_dir is not None else None
     raw = {}
     for slug in slugs:  # first pass: read and check everything
         task = get_task(slug)
-        raw[slug] = _raw_files(slug, from_dir, fetcher)
+        raw[slug] = _raw_files(slug, from_dir, fetcher, published_train)
         for data, name in raw[slug].values():
             if data is not None:
                 check_examples(task, parse_tsv(data, name), name)
