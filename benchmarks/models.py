@@ -1,6 +1,6 @@
 """Training-step throughput of the fifteen architectures at paper size.
 
-Batches are real question-formation strings (source + target, models.md §1) packed
+Batches are real question-formation strings (source + target, docs/paper.md §1) packed
 as in training: sorted by length, b * max|w| <= 2048 tokens (§11). One training
 step is forward, loss (mean over strings of -log p(w EOS)), backward, clipping at
 10 and an Adam step. Throughput counts predicted positions, sum(|w| + 1), per second.

@@ -155,7 +155,7 @@ def test_download_builds_pinned_urls_and_checks_blob_ids(datasets_dir, tmp_path,
         "https://github.com/sebschu/multilingual-transformations/raw/"
         "e848833f2df7674022ef02e2b649482d23ade7a7/data/passiv_en_nps/passiv_en_nps.gen"
     )
-    # The published copies have the pinned blob ids (SOURCES.md).
+    # The published copies have the pinned blob ids (docs/tasks.md §2.3).
     for split, blob in zip(("dev", "test", "gen"), official_module.BLOB_IDS[slug][1:]):
         assert git_blob_id((datasets_dir / slug / f"{split}.tsv").read_bytes()) == blob
     # Serve the files through file:// URLs laid out like upstream, with a made-up train file.

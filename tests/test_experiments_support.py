@@ -1,6 +1,6 @@
 """Helpers for the experiment-runner tests: a fake train notebook and fake data.
 
-The fake notebook honours the run-folder contract (contracts.md §4) without any
+The fake notebook honours the run-folder contract (docs/contracts.md §5) without any
 training: it "trains" for ``steps`` steps of ``step_seconds`` each, writes a
 checkpoint after every step, resumes from it (printing that it did), and writes a
 metrics.json whose validation cross-entropy is a known function of (lr, B, seed). It

@@ -1,4 +1,4 @@
-"""The fifteen models: decoding = forward, causality, training steps, wiring (models.md §2-§9)."""
+"""The fifteen models: decoding = forward, causality, training steps, wiring (docs/paper.md §2-§9)."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def test_training_step_cuda(arch):
 
 
 def test_standard_layers_match_pytorch_pre_norm_encoder():
-    """models.md §3.2: the standard layer is PyTorch's pre-norm encoder layer."""
+    """docs/paper.md §3.2: the standard layer is PyTorch's pre-norm encoder layer."""
     torch.manual_seed(0)
     model = scramble(build_model("Tf", vocab_size=V, d=16, dropout=0.0), std=0.2).eval()
     d = 16
@@ -213,7 +213,7 @@ def test_standard_layers_match_pytorch_pre_norm_encoder():
 
 
 def superposition_oracle(probs, pushed):
-    """models.md §5.1 written out over lists: probs (n, 3) push/pop/no-op, pushed (n, m)."""
+    """docs/paper.md §5.1 written out over lists: probs (n, 3) push/pop/no-op, pushed (n, m)."""
     stack, readings = [], []
     zero = torch.zeros(pushed.shape[1])
     for (push, pop, noop), v in zip(probs, pushed):

@@ -1,5 +1,5 @@
 """Stack RNN controllers run step by step (recurrent.Cells) against PyTorch's nn.RNN / nn.LSTM,
-dropout placement (models.md §4), and gradients of the whole model against plain autograd."""
+dropout placement (docs/paper.md §4), and gradients of the whole model against plain autograd."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def cells(request, monkeypatch):
 
 
 def reference_pass(projected, h0, c0, W_head, b_head, weights, biases, updates, masks):
-    """models.md §4/§8 step by step with autograd: cat, matmul, the cell, the heads, and the
+    """docs/paper.md §4/§8 step by step with autograd: cat, matmul, the cell, the heads, and the
     step API of the superposition stack (untruncated)."""
     n, B, _ = projected.shape
     L = h0.size(0)

@@ -1,4 +1,4 @@
-"""Fake but schema-valid run folders (docs/contracts.md §4) for the reporting tests."""
+"""Fake but schema-valid run folders (docs/contracts.md §5) for the reporting tests."""
 
 from __future__ import annotations
 

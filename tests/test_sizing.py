@@ -1,4 +1,4 @@
-"""Sizing: SymPy counts vs built models vs rau's published table (models.md §10)."""
+"""Sizing: SymPy counts vs built models vs rau's published table (docs/paper.md §10)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from fruit.models import (
     real_root,
 )
 
-# models.md §10.4, built in rau: architecture -> (real root, d, parameters) for V = 68.
+# docs/paper.md §10.4, built in rau: architecture -> (real root, d, parameters) for V = 68.
 QF_TABLE = {
     "Tf": (69.14, 68, 193_596),
     "Tf+Sup": (71.46, 72, 202_896),
@@ -39,7 +39,7 @@ QF_TABLE = {
     "LSTM+Nd+R": (78.21, 78, 199_084),
 }
 
-# models.md §10.5: d / parameters per task, columns in this task order.
+# docs/paper.md §10.5: d / parameters per task, columns in this task order.
 OTHER_TASKS = [
     "question-formation-in-german",
     "tense-reinflection-with-do",
@@ -77,7 +77,7 @@ def expected_table() -> dict[tuple[str, str], tuple[int, int]]:
     return table
 
 
-# models.md §10.2: closed forms N(d) in d and V.
+# docs/paper.md §10.2: closed forms N(d) in d and V.
 def closed_form(arch: str, d, V):
     return {
         "Tf": 40 * d**2 + (V + 59) * d,
@@ -157,7 +157,7 @@ def test_rounding_rule_over_many_vocabularies():
 
 
 def test_exact_tie_rounds_half_to_even():
-    # models.md §10.3: V = 88 for Tf+Nd+Nd is an exact tie (s* = 17.5) and gives 72.
+    # docs/paper.md §10.3: V = 88 for Tf+Nd+Nd is an exact tie (s* = 17.5) and gives 72.
     s = sympy.Symbol("s")
     roots = sympy.solve(closed_form("Tf+Nd+Nd", 4 * s, 88) - 200_000, s)
     assert sympy.Rational(35, 2) in roots

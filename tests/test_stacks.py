@@ -44,7 +44,7 @@ def random_nd(B, n, Q, S, m, seed, scale=1.0, dtype=F64, device="cpu"):
 
 
 def test_superposition_reference_values():
-    # models.md §14: actions listed as (push, no-op, pop); the API takes (push, pop, no-op).
+    # docs/paper.md §14: actions listed as (push, no-op, pop); the API takes (push, pop, no-op).
     listed = [(0.7, 0.2, 0.1), (0.5, 0.3, 0.2), (0.1, 0.6, 0.3), (0.2, 0.1, 0.7), (0.3, 0.3, 0.4)]
     probs = torch.tensor([[(p, o, n) for p, n, o in listed]], dtype=F64)
     pushed = torch.tensor([[(0.1 * t, 1 - 0.1 * t) for t in range(1, 6)]], dtype=F64)
@@ -95,7 +95,7 @@ def test_superposition_select_and_batch_independence():
 
 
 def nd_reference_inputs():
-    """models.md §14: Q = S = m = 2, A = 40."""
+    """docs/paper.md §14: Q = S = m = 2, A = 40."""
     Q = S = 2
     A = num_actions(Q, S)
     assert A == 40

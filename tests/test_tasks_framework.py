@@ -81,7 +81,7 @@ def test_vocabulary_has_no_unk():
 
 
 def test_question_formation_vocabulary_has_68_types(datasets_dir):
-    # models.md §1: dev ∪ test of question formation has exactly 68 types.
+    # docs/paper.md §1: dev ∪ test of question formation has exactly 68 types.
     examples = [
         e
         for split in ("dev", "test")

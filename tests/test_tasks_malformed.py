@@ -16,7 +16,7 @@ from fruit.errors import FruitError
 from fruit.tasks import TASKS, get_task
 from fruit.tasks.base import auxiliary_pair, first_index, front, same_number_opposite_polarity
 
-# One sentence of each task's grammar (tasks.md §4, Figure 1), marker-free.
+# One sentence of each task's grammar (docs/tasks.md §4, Figure 1), marker-free.
 GRAMMATICAL = {
     "question-formation": "my raven that doesn't sleep does change .",
     "question-formation-in-german": (
@@ -164,7 +164,7 @@ def test_first_index_and_auxiliary_pair():
 
 
 def test_gen_filter_pairs_match_the_spec_table():
-    """tasks.md §4.1/§4.5: same number, opposite polarity; checked against a table
+    """docs/tasks.md §4.1/§4.5: same number, opposite polarity; checked against a table
     of all 16 ordered pairs written out by hand."""
     singular = {"does", "doesn't"}
     allowed = {("does", "doesn't"), ("doesn't", "does"), ("do", "don't"), ("don't", "do")}

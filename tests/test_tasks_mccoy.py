@@ -1,7 +1,7 @@
 """The three McCoy tasks: question-formation, tense-reinflection(-with-do).
 
 Oracles: the published dev/test/gen files (targets, grammar membership, counts of
-tasks.md §8), the grammar files (a CFG recognizer independent of the structural
+docs/tasks.md §8), the grammar files (a CFG recognizer independent of the structural
 parser), the paper's Figure 1, and hand-written examples.
 """
 
@@ -88,7 +88,7 @@ def test_published_sources_are_in_the_grammar(published, slug):
 
 @pytest.mark.parametrize("slug", TENSE)
 def test_published_present_targets_are_in_the_present_grammar(published, slug):
-    # The grammar files generate present sentences (tasks.md §4.3, §4.6): every
+    # The grammar files generate present sentences (docs/tasks.md §4.3, §4.6): every
     # PRESENT target must be one of them, which checks agreement independently.
     task = get_task(slug)
     present = read_grammar(task.grammar_file)
@@ -146,7 +146,7 @@ def test_published_withholding(published, slug):
 
 
 def test_published_subject_modifier_counts(published):
-    # tasks.md §4.1/§4.3/§4.6 "subject has RC / PP" columns.
+    # docs/tasks.md §4.1/§4.3/§4.6 "subject has RC / PP" columns.
     expected = {
         "question-formation": {"dev": (194, 266), "test": (1832, 2803), "gen": (10000, 0)},
         "tense-reinflection": {"dev": (354, 307), "test": (3359, 3088), "gen": (3955, 6045)},
@@ -323,7 +323,7 @@ def generated():
 
 
 def tense_conflict(sentence: list[str], with_do: bool) -> bool:
-    """tasks.md §4.3: the subject's PP noun, ORC subject or SRC-trans object differs in number."""
+    """docs/tasks.md §4.3: the subject's PP noun, ORC subject or SRC-trans object differs in number."""
     head = NUMBER[sentence[1]]
     if sentence[2] in PREPOSITIONS:
         return NUMBER[sentence[4]] != head
@@ -383,7 +383,7 @@ def test_generated_question_formation_gen_quota(generated):
 
 
 def test_generated_with_do_quirk(generated):
-    # No singular head with a plural PP noun, anywhere (tasks.md §4.3).
+    # No singular head with a plural PP noun, anywhere (docs/tasks.md §4.3).
     for examples in generated["tense-reinflection-with-do"].values():
         for source, _ in examples:
             for i, t in enumerate(source):
@@ -476,7 +476,7 @@ def test_paper_size_generation(slug, datasets_dir):
             task.is_withheld(s[:-1]) for s, _ in out[split] if s[-1] == task.transform_marker
         )
     assert all(task.is_withheld(s[:-1]) and task.gen_filter(s[:-1]) for s, _ in out["gen"])
-    if slug == "question-formation":  # the ORC quota of tasks.md §4.1
+    if slug == "question-formation":  # the ORC quota of docs/tasks.md §4.1
         assert sum(s[3] in DETERMINERS for s, _ in out["gen"]) == 3333
     sources = [" ".join(s) for examples in out.values() for s, _ in examples]
     assert len(set(sources)) == len(sources)

@@ -1,4 +1,4 @@
-"""The four Mueller et al. tasks, checked against the published files and tasks.md.
+"""The four Mueller et al. tasks, checked against the published files and docs/tasks.md.
 
 Also the Figure 1 examples and the partial-accuracy checks of all seven tasks.
 """
@@ -43,7 +43,7 @@ def test_german_fix_changes_exactly_the_documented_lines(datasets_dir, split, ch
     raw = read_tsv(datasets_dir / task.slug / f"{split}.tsv")
     fixed, n = fix(task, raw)
     assert n == changed
-    # Without the fix, exactly those lines disagree with the correct rule (tasks.md §8.3).
+    # Without the fix, exactly those lines disagree with the correct rule (docs/tasks.md §8.3).
     assert sum(task.target(s) != t for s, t in raw) == changed
     diffs = [(a, b) for (_, a), (_, b) in zip(raw, fixed) if a != b]
     assert all(a[1] in ("Löwen", "Raben") and b[1] in ("Löwe", "Rabe") for a, b in diffs)
@@ -69,16 +69,16 @@ def test_linear_rule_agrees_in_distribution_and_differs_on_every_gen_line(datase
                 assert task.linear(source[:-1]) == target
     gen = published(datasets_dir, slug, "gen")
     assert all(task.linear(s[:-1]) != t for s, t in gen)
-    if task.partial_kind == "first-word":  # tasks.md §3.1: first words always differ
+    if task.partial_kind == "first-word":  # docs/tasks.md §3.1: first words always differ
         assert all(task.linear(s[:-1])[0] != t[0] for s, t in gen)
-    else:  # tasks.md §3.3: second words coincide in 379 (EN) / 578 (DE, fixed) lines
+    else:  # docs/tasks.md §3.3: second words coincide in 379 (EN) / 578 (DE, fixed) lines
         same = sum(task.linear(s[:-1])[1] == t[1] for s, t in gen)
         assert same == {"passivization": 379, "passivization-in-german": 578}[slug]
 
 
 @pytest.mark.parametrize("slug", TASKS)
 def test_published_statistics_table_matches_the_files(datasets_dir, slug):
-    # PUBLISHED (copied from tasks.md) vs our subject_modifier on the files themselves.
+    # PUBLISHED (copied from docs/tasks.md §4) vs our subject_modifier on the files themselves.
     task = get_task(slug)
     for split in ("test", "gen"):
         ours = split_statistics(task, read_tsv(datasets_dir / slug / f"{split}.tsv"))
@@ -114,7 +114,7 @@ FIGURE_1 = [
         "her zebras were amused by her yak .",
     ),
 ]
-SPEC_EXAMPLES = [  # tasks.md §4.5, §4.7, §5
+SPEC_EXAMPLES = [  # docs/tasks.md §4.5, §4.7, §5
     (
         "question-formation-with-have",
         "my unicorn that hasn't amused the yaks has eaten . quest",
@@ -310,7 +310,7 @@ def test_generated_statistics_match_the_published_ones(generated, slug):
 
 
 def test_question_formation_gen_filters(generated):
-    # tasks.md §4.2, §4.5: two auxiliaries, same number; quota SRC 6,667 / ORC 3,333.
+    # docs/tasks.md §4.2, §4.5: two auxiliaries, same number; quota SRC 6,667 / ORC 3,333.
     have = get_task("question-formation-with-have")
     gen = generated[have.slug]["gen"]
     pairs = Counter(tuple(t for t in s if t in have.auxiliaries) for s, _ in gen)

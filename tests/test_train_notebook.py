@@ -33,7 +33,7 @@ def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["status"] == "complete"
     assert metrics["architecture"] == "Tf+Nd" and metrics["profile"] == "smoke"
-    assert metrics["num_parameters"] == 191_085  # models.md §10.4: Tf+Nd on question formation
+    assert metrics["num_parameters"] == 191_085  # docs/paper.md §10.4: Tf+Nd on question formation
     assert json.loads((run_dir / "config.json").read_text())["num_samples"] == 2
     # the data folder and seed fruit run uses for the smoke profile
     data = json.loads(

@@ -169,7 +169,7 @@ def test_same_run_twice_gives_identical_metrics(tmp_path, data_dir):
 
 
 def test_plateau_schedule_and_early_stopping(tmp_path, data_dir, monkeypatch):
-    """Scripted validation scores; expectations written out from models.md §11."""
+    """Scripted validation scores; expectations written out from docs/paper.md §11."""
     scores = iter([5.0, 4.0, 4.0, 4.5, 3.0, 3.5, 3.5, 3.5, 1.0, 1.0])
     monkeypatch.setattr(training.Run, "validate", lambda self: next(scores))
     config = tiny_config(data_dir, checkpoint_every=10, max_epochs=50, learning_rate=0.01)
@@ -487,7 +487,7 @@ def test_user_profile_file_and_unknown_names(tmp_path):
         training.RunConfig("passivization", "LSTM", profile=str(path), phase="search")
     )
     assert c.max_epochs == 3
-    # without [training] checkpoint_every: the paper's 80,000 (models.md §12.1)
+    # without [training] checkpoint_every: the paper's 80,000 (docs/paper.md §12.1)
     path.write_text(USER_PROFILE.replace("checkpoint_every = 20", ""))
     c = training.resolve_config(training.RunConfig("passivization", "Tf", profile=str(path)))
     assert c.checkpoint_every == 80_000

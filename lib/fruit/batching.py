@@ -1,7 +1,7 @@
-"""Batches of similar lengths under a token budget (models.md §11, rau's rule).
+"""Batches of similar lengths under a token budget (docs/paper.md §11, rau's rule).
 
 A batch may hold ``b`` strings only if ``b * max|w| <= B``, where ``|w|`` is the
-raw length (no BOS/EOS; models.md [D3]). A single string longer than ``B``
+raw length (no BOS/EOS; docs/paper.md [D3]). A single string longer than ``B``
 forms a batch of its own.
 
 Training batches, once per epoch: shuffle the examples with the run's RNG,

@@ -1,4 +1,4 @@
-"""The paper's metrics (models.md §13, tasks.md §3).
+"""The paper's metrics (docs/paper.md §13, docs/tasks.md §3).
 
 * Full accuracy (FA): the mean over examples of p(y | x), exactly, from one
   teacher-forced pass over x y; the prompt is the whole source including its task

@@ -1,4 +1,4 @@
-"""The runs an experiment profile expands into (models.md §12, design.md "Profiles").
+"""The runs an experiment profile expands into (docs/paper.md §12, docs/architecture.md §6).
 
 Profiles themselves (the TOML files, ``load_profile``, ``Profile``) live in
 ``fruit.profiles``. A profile expands into *run
@@ -82,7 +82,7 @@ class RunSpec:
 
 def draw_search_setting(profile: Profile, task: str, architecture: str, trial: int):
     """(draw seed, B, learning rate) of one search trial: B uniform over the integers of
-    the range, the learning rate log-uniform (models.md §12.1)."""
+    the range, the learning rate log-uniform (docs/paper.md §12.1)."""
     draw_seed = derive_seed(profile.seed, task, architecture, "search-draw", trial)
     rng = random.Random(draw_seed)
     low, high = profile.batch_tokens_range

@@ -1,4 +1,4 @@
-"""Where the runs execute: a Dask cluster (design.md "Scale-out", docs/cluster.md).
+"""Where the runs execute: a Dask cluster (docs/architecture.md §7, docs/cluster.md).
 
 * default: a ``distributed.LocalCluster`` sized to the machine -- one worker process per
   run slot (CPU cores / threads per run, or one per GPU), one Dask thread each;

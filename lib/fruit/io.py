@@ -69,7 +69,7 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_metrics(folder: str | os.PathLike) -> dict[str, Any] | None:
-    """A run folder's ``metrics.json``, or None while the run is unfinished (contracts.md §4)."""
+    """A run folder's ``metrics.json``, or None while the run is unfinished (docs/contracts.md §5)."""
     path = Path(folder) / "metrics.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ Used by ``notebooks/explore.ipynb``::
 
 A run folder is read through its ``config.json`` (task, architecture, d, model options,
 data_dir) and ``best.pt``; the vocabulary is rebuilt from ``data_dir/<task>/train.tsv``
-(docs/contracts.md §1, §3, §4).
+(docs/contracts.md §1, §3, §5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Rendering a ``Table`` as LaTeX (booktabs + siunitx, the paper's own layout), Markdown, CSV.
 
-Cell format (models.md §13.3): the mean with 3 decimals, then the population std with 2
+Cell format (docs/paper.md §13.3): the mean with 3 decimals, then the population std with 2
 decimals and the leading "0" dropped -- ``\\meanAndVar{0.999}{.00}`` in LaTeX, the paper's
 macro, and ``0.999 ±.00`` in Markdown. Missing cells print as "--".
 """

@@ -1,4 +1,4 @@
-"""Reading finished runs: run folders -> ``RunResult`` records (docs/contracts.md §4).
+"""Reading finished runs: run folders -> ``RunResult`` records (docs/contracts.md §5).
 
 A run folder is ``<results>/<profile>/<task>/<architecture>/<phase>-<index>/``. Its
 ``metrics.json`` is written last, so a folder without one is an unfinished run. Reporting

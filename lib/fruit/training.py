@@ -1,4 +1,4 @@
-"""Training one run into a run folder (models.md §11-§13, docs/contracts.md §4).
+"""Training one run into a run folder (docs/paper.md §11-§13, docs/contracts.md §5).
 
 The objective is language modelling on w = x y (source then target, no
 separator): the loss of a batch is the mean over its strings of -log p(w EOS),
@@ -119,12 +119,12 @@ class RunConfig:
     parameter_seed: int | None = None
     shuffle_seed: int | None = None
     sampling_seed: int = evaluation.SAMPLING_SEED
-    # optimisation (models.md §11)
+    # optimisation (docs/paper.md §11)
     clip_norm: float = 10.0
     lr_patience: int = 1  # PyTorch's patience; rau's --learning-rate-patience 2
     lr_factor: float = 0.5
     early_stop_patience: int = 3
-    # evaluation (models.md §13)
+    # evaluation (docs/paper.md §13)
     num_samples: int = evaluation.NUM_SAMPLES
     eval_batch_tokens: int = evaluation.EVAL_BATCH_TOKENS
     sample_prompt_tokens: int = evaluation.SAMPLE_PROMPT_TOKENS
@@ -192,7 +192,7 @@ def resolve_config(config: RunConfig) -> RunConfig:
 
 
 def run_dir_for(output_dir, config: RunConfig) -> Path:
-    """``OUT/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (contracts.md §4)."""
+    """``OUT/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (docs/contracts.md §5)."""
     c = config
     return run_folder(output_dir, c.profile, c.task, c.architecture, c.phase, c.index)
 
@@ -473,7 +473,7 @@ class Run:
     def config_record(self) -> dict:
         record = dataclasses.asdict(self.config)
         record.update(
-            trial=self.config.index,  # contracts.md §4 calls the index "trial" here
+            trial=self.config.index,  # docs/contracts.md §5 calls the index "trial" here
             device=str(self.device),
             d=getattr(self.model, "d", None),
             num_parameters=self.num_parameters,

@@ -2,7 +2,7 @@
 
 V is the number of content types of the task's training file when ``--data-dir``
 holds ``<task>/train.tsv``, and otherwise the paper's V (counted from the published
-files, models.md §10.5). With ``--check`` every model is also built and its
+files, docs/paper.md §10.5). With ``--check`` every model is also built and its
 trainable parameters counted, which must equal the SymPy expression.
 """
 

@@ -1,4 +1,4 @@
-"""The fifteen architectures of the paper, and their sizing (models.md §1-§10).
+"""The fifteen architectures of the paper, and their sizing (docs/paper.md §1-§10).
 
 ```python
 from fruit.models import ARCHITECTURES, build_model, choose_d, parameter_count_expr
@@ -46,7 +46,7 @@ def __dir__():
 
 
 def num_parameters(model) -> int:
-    """Trainable parameters (frozen RNN biases and buffers excluded), as in models.md §10.4."""
+    """Trainable parameters (frozen RNN biases and buffers excluded), as in docs/paper.md §10.4."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 

@@ -12,7 +12,7 @@ def nd_action_mass(
 ) -> torch.Tensor:
     """Sum Nd action weights (..., A) into push / replace / pop mass (..., 3).
 
-    The flat layout is models.md §6.1: rows (q, x), columns |Q||Γ| push, |Q||Γ| replace,
+    The flat layout is docs/paper.md §6.1: rows (q, x), columns |Q||Γ| push, |Q||Γ| replace,
     |Q| pop. With ``normalize`` each position's three masses sum to 1.
     """
     qs = num_states * num_symbols

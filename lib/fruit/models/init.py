@@ -1,4 +1,4 @@
-"""Initialisation as rau does it (models.md §9, [D2]).
+"""Initialisation as rau does it (docs/paper.md §9, [D2]).
 
 1. Linear maps marked with ``xavier(linear, gain)`` (rau's ``Layer``s: stack-attention
    projections, the FF inside stack-attention layers, the Sup stack-RNN heads) get

@@ -1,4 +1,4 @@
-"""Simple RNN and LSTM language models (models.md §4).
+"""Simple RNN and LSTM language models (docs/paper.md §4).
 
 Three layers of size d with a learned initial hidden state h_0 = tanh(θ_0) (c_0 = 0),
 one bias per gate (PyTorch's redundant hidden-to-hidden bias is zeroed and frozen, as

@@ -1,4 +1,4 @@
-"""The fifteen architectures by name, and ``build_model`` (models.md §2).
+"""The fifteen architectures by name, and ``build_model`` (docs/paper.md §2).
 
 A name is parsed into an ``ArchSpec``: the base network, where the stacks go and
 whether the reading is short-circuited to the output (+R). Only the paper's fifteen
@@ -102,7 +102,7 @@ def build_model(
 ):
     """Build and initialise one of the fifteen architectures.
 
-    ``d`` defaults to ``choose_d(arch, vocab_size, target_params)`` (models.md §10.3).
+    ``d`` defaults to ``choose_d(arch, vocab_size, target_params)`` (docs/paper.md §10.3).
     ``options``: see ``DEFAULT_OPTIONS``. The model is on the CPU; move it with ``.to``.
     """
     from fruit.models.init import initialize

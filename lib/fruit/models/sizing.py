@@ -1,9 +1,9 @@
-"""Parameter counts as SymPy expressions, and the choice of d (models.md §10).
+"""Parameter counts as SymPy expressions, and the choice of d (docs/paper.md §10).
 
 ``parameter_count_expr(arch)`` is the number of trainable parameters of the model
 ``build_model(arch, ...)`` builds, as a polynomial in the model size ``d`` and the
 number of content types ``V``. It is assembled from the building blocks of
-models.md §10.1, so it is independent of the module code; the tests check that the
+docs/paper.md §10.1, so it is independent of the module code; the tests check that the
 two agree for every architecture.
 
 ``choose_d`` implements rau's ``lm model-size`` rule (§10.3, [D6]): solve
@@ -23,7 +23,7 @@ d_symbol = sympy.Symbol("d", positive=True)
 V_symbol = sympy.Symbol("V", positive=True, integer=True)
 
 # Content-type counts V of the published files (dev ∪ test; gen adds no type), one per task,
-# from models.md §10.5. `fruit sizes --data-dir` recounts V from a train.tsv when one exists.
+# from docs/paper.md §10.5. `fruit sizes --data-dir` recounts V from a train.tsv when one exists.
 PAPER_VOCAB_SIZES = {  # in the paper's task order
     "question-formation": 68,
     "question-formation-in-german": 104,
@@ -116,13 +116,13 @@ def _positive_root(expr, symbol, target: int):
 
 
 def real_root(arch: str, vocab_size: int, target_params: int = 200_000, **options) -> float:
-    """The real d* with N(d*) = target (models.md §10.4, 'real root' column)."""
+    """The real d* with N(d*) = target (docs/paper.md §10.4, 'real root' column)."""
     expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
     return float(_positive_root(expr, d_symbol, target_params))
 
 
 def choose_d(arch: str, vocab_size: int, target_params: int = 200_000, **options) -> int:
-    """rau's rule for d (models.md §10.3): round the real root of N(d) = target."""
+    """rau's rule for d (docs/paper.md §10.3): round the real root of N(d) = target."""
     spec = parse_architecture(arch)
     if spec.base == "Tf":
         s = sympy.Symbol("s", positive=True)

@@ -1,4 +1,4 @@
-"""The stack-attention sublayer (models.md §7), superposition or nondeterministic.
+"""The stack-attention sublayer (docs/paper.md §7), superposition or nondeterministic.
 
 It takes the layer-normed input ℓ_t at every position t = 0..n (BOS included), and
 for t = 0..n in order updates a fresh stack with actions and a pushed vector computed

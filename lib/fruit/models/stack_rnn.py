@@ -1,4 +1,4 @@
-"""Stack RNN / LSTM: a 3-layer controller driving one stack (models.md §8).
+"""Stack RNN / LSTM: a 3-layer controller driving one stack (docs/paper.md §8).
 
 At t = 0 the controller is in its learned initial state, the stack is empty and
 r_0 = Reading(S_0). For t ≥ 1:

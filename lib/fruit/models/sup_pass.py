@@ -8,7 +8,7 @@ the forward runs without a graph and the backward is the adjoint recurrence, so 
 step costs its matrix products (`products`: oneDNN on the CPU) and, between each two
 of them, one call to a pointwise piece (`sup_cells`: C kernels on the CPU).
 
-Forward, for t = 1..n (models.md §4, §8; layer k has input width K_k + d):
+Forward, for t = 1..n (docs/paper.md §4, §8; layer k has input width K_k + d):
 
     x¹_t = [r_{t-1}; h¹_{t-1}]           z¹_t = x¹_t W¹ + (token part, projected outside)
     x^k_t = [Drop(h^{k-1}_t); h^k_{t-1}]  z^k_t = x^k_t W^k + b^k                (k > 1)

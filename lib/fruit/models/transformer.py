@@ -1,4 +1,4 @@
-"""The pre-norm transformer language model and its stack-attention variants (models.md §3).
+"""The pre-norm transformer language model and its stack-attention variants (docs/paper.md §3).
 
 Input z_0 = BOS, z_t = w_t; h⁰_t = Drop(√d E[z_t] + p_t) with interleaved sinusoidal
 positions. Five pre-norm layers (standard, or with stack attention in place of

@@ -1,4 +1,4 @@
-"""Experiment profiles: the one source of every profile's sizes (design.md "Profiles").
+"""Experiment profiles: the one source of every profile's sizes (docs/architecture.md §6).
 
 A *profile* is a TOML file: which tasks and architectures, how much data, how many
 random-search trials over which ranges, how many final runs of at most how many epochs,
@@ -38,7 +38,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 PHASES = ("search", "final")
 SPLITS = ("train", "dev", "test", "gen")
-# models.md §11/§12.1: the paper validates every 80,000 training examples. A profile
+# docs/paper.md §11/§12.1: the paper validates every 80,000 training examples. A profile
 # without [training] checkpoint_every gets this.
 PAPER_CHECKPOINT_EVERY = 80_000
 
@@ -143,7 +143,7 @@ def derive_seed(*parts: Any) -> int:
 
 
 def run_folder(results_dir, profile: str, task: str, architecture: str, phase: str, index: int):
-    """``RESULTS/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (contracts.md §4)."""
+    """``RESULTS/runs/<profile>/<task>/<architecture>/<phase>-<index>`` (docs/contracts.md §5)."""
     return Path(results_dir) / "runs" / profile / task / architecture / f"{phase}-{index}"
 
 

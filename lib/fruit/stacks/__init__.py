@@ -1,4 +1,4 @@
-"""Differentiable stacks: superposition (models.md §5) and nondeterministic (dVPDA, §6).
+"""Differentiable stacks: superposition (docs/paper.md §5) and nondeterministic (dVPDA, §6).
 
 Whole-sequence (training) API, pure functions, batched; reading t is after update t:
     superposition_readings(action_probs (B,n,3), pushed (B,n,m)) -> (B,n,m)

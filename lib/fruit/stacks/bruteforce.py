@@ -2,11 +2,11 @@
 
 Written from the definitions, not from the dynamic programs:
 
-* Superposition stack (models.md §5.1): the reading is the expectation, over all
+* Superposition stack (docs/paper.md §5.1): the reading is the expectation, over all
   3^t action sequences weighted by the product of their action probabilities, of the
   top vector of a stack that starts as an infinite column of zero vectors (popping
   it leaves it full of zeros).
-* dVPDA (paper appendix B, models.md §6): a run is a sequence of transitions from
+* dVPDA (paper appendix B, docs/paper.md §6): a run is a sequence of transitions from
   (q0, [bottom]) that never pops the bottom element; its weight is the product of
   its transition weights; reading[r, y] = (sum of weight x top vector over runs
   ending in state r with y on top) / (total weight of all runs).
@@ -45,7 +45,7 @@ def superposition_bruteforce(action_probs, pushed) -> np.ndarray:
 
 
 def dvpda_bruteforce(action_logits, pushed_log, bottom_log, num_states, num_symbols) -> np.ndarray:
-    """action_logits (n, A) in the flat layout of models.md §6.1; pushed_log (n, m);
+    """action_logits (n, A) in the flat layout of docs/paper.md §6.1; pushed_log (n, m);
     bottom_log (m,) -> readings (n, Q*S*m) flattened as (state, symbol, component)."""
     Q, S = num_states, num_symbols
     weights = np.exp(np.asarray(action_logits, dtype=np.float64))

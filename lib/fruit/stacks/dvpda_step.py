@@ -147,7 +147,7 @@ class DVPDAStack:
         return DVPDAStack(Q, S, run, 0, _Start.apply(bottom_log, run), top, dtype)
 
     def step(self, action_logits: Tensor, pushed_log: Tensor) -> DVPDAStack:
-        """action_logits (B, A) flat layout of models.md §6.1; pushed_log (B, m)."""
+        """action_logits (B, A) flat layout of docs/paper.md §6.1; pushed_log (B, m)."""
         Q, S = self.num_states, self.num_symbols
         check_shapes(action_logits, pushed_log, Q, S)
         run = self.run

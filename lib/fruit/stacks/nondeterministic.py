@@ -1,4 +1,4 @@
-"""Nondeterministic stack (dVPDA, models.md §6): the step math shared by both APIs.
+"""Nondeterministic stack (dVPDA, docs/paper.md §6): the step math shared by both APIs.
 
 Time: the paper's t = 0 is the initial stack; updates are t = 1..n; the API's reading
 index t-1 is the paper's t. X = Q*S configurations (q, x), flattened as q*S + x.
@@ -37,7 +37,7 @@ from fruit.errors import FruitError
 
 
 def num_actions(num_states: int, num_symbols: int) -> int:
-    """A = Q S (2 Q S + Q) (models.md §6.1); 189 for Q = S = 3."""
+    """A = Q S (2 Q S + Q) (docs/paper.md §6.1); 189 for Q = S = 3."""
     X = num_states * num_symbols
     return X * (2 * X + num_states)
 
@@ -45,7 +45,7 @@ def num_actions(num_states: int, num_symbols: int) -> int:
 def split_weights(weights: Tensor, num_states: int, num_symbols: int):
     """Flat (B, A) -> push (B, X, X), replace (B, X, X), pop (B, X, Q).
 
-    Rows are (q, x); push/replace columns (r, y); pop columns r (models.md §6.1).
+    Rows are (q, x); push/replace columns (r, y); pop columns r (docs/paper.md §6.1).
     """
     Q, S = num_states, num_symbols
     X = Q * S

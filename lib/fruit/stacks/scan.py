@@ -45,7 +45,7 @@ def dvpda_readings(
     num_symbols: int,
     compute_dtype: torch.dtype | None = COMPUTE_DTYPE,
 ) -> Tensor:
-    """action_logits (B, n, A) flat layout of models.md §6.1 (weights exp(logit),
+    """action_logits (B, n, A) flat layout of docs/paper.md §6.1 (weights exp(logit),
     unnormalised); pushed_log (B, n, m); bottom_log (m,) -> readings (B, n, Q*S*m),
     reading t after update t, layout (state, symbol, component).
 

@@ -1,4 +1,4 @@
-"""Superposition stack (models.md §5): a stack whose elements are blends of vectors.
+"""Superposition stack (docs/paper.md §5): a stack whose elements are blends of vectors.
 
 The state after t updates is V_t[0], V_t[1], ... (index 0 is the top, every element
 not stored is the zero vector). With action probabilities in rau's order
@@ -104,7 +104,7 @@ def superposition_readings(action_probs: Tensor, pushed: Tensor) -> Tensor:
     action_probs (B, n, 3) in the order (push, pop, no-op); pushed (B, n, m)
     -> readings (B, n, m), reading t being the top element after update t.
 
-    Uses the exact depth truncation of models.md §5.2: after update t (1-based) only
+    Uses the exact depth truncation of docs/paper.md §5.2: after update t (1-based) only
     the top min(t, n - t + 1) elements can still reach a later reading.
     """
     batch_size, n, _ = action_probs.shape
@@ -124,7 +124,7 @@ class SuperpositionStack:
 
     ``initial(..., length=T)`` promises that at most T updates follow and that only
     their readings are used; the state then keeps only the elements that can still
-    reach the top by update T (exact, models.md §5.2), which halves the work of a
+    reach the top by update T (exact, docs/paper.md §5.2), which halves the work of a
     training pass. Without a length every element is kept.
     """
 

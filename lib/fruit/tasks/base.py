@@ -33,7 +33,7 @@ class Task(ABC):
 
     @abstractmethod
     def linear(self, sentence: Tokens) -> Tokens:
-        """The linear-rule output (tasks.md §5)."""
+        """The linear-rule output (docs/tasks.md §5)."""
 
     @abstractmethod
     def accepts(self, sentence: Tokens) -> bool:
@@ -45,13 +45,13 @@ class Task(ABC):
 
     @abstractmethod
     def generate(self, seed: int, sizes: dict[str, int] | None = None) -> dict[str, list[Example]]:
-        """Sample the splits (tasks.md §2); same seed, same output."""
+        """Sample the splits (docs/tasks.md §2); same seed, same output."""
 
     def subject_modifier(self, sentence: Tokens) -> str:
         """What modifies the subject NP of a marker-free sentence: "none", "PP" or "RC".
 
         Used for the split statistics (subject relative-clause and prepositional-phrase
-        shares, tasks.md §4). Every task overrides it.
+        shares, docs/tasks.md §4). Every task overrides it.
         """
         raise NotImplementedError(f"{self.slug}: subject_modifier is not implemented")
 
@@ -99,16 +99,16 @@ def auxiliary_pair(sentence: Tokens, auxiliaries: Collection[str]) -> tuple[str,
 
 
 def same_number_opposite_polarity(a: str, b: str, singular: Collection[str]) -> bool:
-    """The English question gen filter (tasks.md §4.1, §4.5): both auxiliaries singular
+    """The English question gen filter (docs/tasks.md §4.1, §4.5): both auxiliaries singular
     or both plural, exactly one of them negated ("n't")."""
     return (a in singular) == (b in singular) and a.endswith("n't") != b.endswith("n't")
 
 
 def first_word_match(output: Tokens, reference: Tokens) -> bool:
-    """Question formation partial accuracy (tasks.md §3.1): same first word."""
+    """Question formation partial accuracy (docs/tasks.md §3.1): same first word."""
     return len(output) >= 1 and len(reference) >= 1 and output[0] == reference[0]
 
 
 def second_word_match(output: Tokens, reference: Tokens) -> bool:
-    """Passivization partial accuracy (tasks.md §3.3): same second word."""
+    """Passivization partial accuracy (docs/tasks.md §3.3): same second word."""
     return len(output) >= 2 and len(reference) >= 2 and output[1] == reference[1]

@@ -1,4 +1,4 @@
-"""The Mueller et al. split-generation pipeline (tasks.md §2.1), for grammar-based tasks.
+"""The Mueller et al. split-generation pipeline (docs/tasks.md §2.1), for grammar-based tasks.
 
 1. sample a sentence top-down from the grammar (annotation markers included);
 2. skip it if the same annotated string was sampled before (global de-duplication);

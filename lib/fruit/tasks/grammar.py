@@ -8,7 +8,7 @@ Grammar files (``fruit/tasks/grammars/*.cfg``) have one rule per line::
     Det -> the | some | my       # alternatives, each with the line's weight
 
 A symbol that is never a left-hand side is a terminal. Terminals written in
-braces, like ``{N1}``, are *annotation markers* (tasks.md §2.1): the sampler
+braces, like ``{N1}``, are *annotation markers* (docs/tasks.md §2.1): the sampler
 emits them so a task can see which rule was used, ``strip`` deletes them, and
 the recogniser treats them as the empty string. Duplicate rules count twice.
 

@@ -1,4 +1,4 @@
-"""What the three McCoy tasks share (tasks.md §2.2, §4.1, §4.3, §4.6).
+"""What the three McCoy tasks share (docs/tasks.md §2.2, §4.1, §4.3, §4.6).
 
 question-formation, tense-reinflection and tense-reinflection-with-do are three
 renderings of one small language: ``Det N`` noun phrases, optionally modified by a
@@ -11,7 +11,7 @@ PP (``Prep Det N``) or a relative clause, and a main clause ``Subject VerbGroup
 
 This module holds the lexicon, the grammar files (recognized with
 ``fruit.tasks.grammar``), one structural parser for all three spellings, the
-generator (template-stratified sampling from the measured tables of tasks.md
+generator (template-stratified sampling from the measured tables of docs/tasks.md
 Appendix A) and the base class of the McCoy tasks.
 """
 
@@ -40,7 +40,7 @@ NOUNS_PL = (
 PREPOSITIONS = ("around", "near", "with", "upon", "by", "behind", "above", "below")
 RELATIVIZERS = ("who", "that")
 
-# lemma (= plural present), 3sg present, past (tasks.md §4.6 verb table)
+# lemma (= plural present), 3sg present, past (docs/tasks.md §4.6 verb table)
 _VERB_TABLE = [
     ("giggle", "giggles", "giggled"),
     ("smile", "smiles", "smiled"),
@@ -218,7 +218,7 @@ def subject_modifier_of(sentence: Tokens) -> str:
 
 # --------------------------------------------------------------------------- partial accuracy
 
-# The authors' pos_tense table (tasks.md §3.2).
+# The authors' pos_tense table (docs/tasks.md §3.2).
 POS_TENSE = {
     **{w: "" for w in ("SOS", "sos")},
     **{w: "G" for w in "DECL decl QUEST quest PRESENT present PAST past".split()},
@@ -240,7 +240,7 @@ def pos_tags(tokens: Tokens) -> list[str]:
 
 
 def pos_main_verb_match(output: Tokens, reference: Tokens, verb_tag: str) -> bool:
-    """Same POS sequence, and the same word at the main-verb position (tasks.md §3.2)."""
+    """Same POS sequence, and the same word at the main-verb position (docs/tasks.md §3.2)."""
     tags = pos_tags(output)
     if tags != pos_tags(reference):
         return False

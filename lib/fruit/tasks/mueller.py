@@ -1,4 +1,4 @@
-"""The four tasks of Mueller et al. (2022), generated with the pipeline of tasks.md §2.1."""
+"""The four tasks of Mueller et al. (2022), generated with the pipeline of docs/tasks.md §2.1."""
 
 from fruit.tasks.passives import EnglishPassivization, GermanPassivization
 from fruit.tasks.questions import QuestionFormationInGerman, QuestionFormationWithHave

@@ -1,9 +1,9 @@
 """The published data files: download (pinned commits) or local copies, checked and fixed.
 
-The sources are listed in ``shared/datasets/SOURCES.md``: raw GitHub files at the
+The sources are listed in docs/tasks.md §2.3: raw GitHub files at the
 commits the paper's authors pinned; append ``.train``, ``.dev``, ``.test`` or
 ``.gen`` to a base URL. Every downloaded file is checked against its git blob id.
-German passivization gets the fix of tasks.md §9 in every split.
+German passivization gets the fix of docs/tasks.md §9 in every split.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ URL_BASES = {
     "passivization-in-german": _MUELLER + "passiv_de_nps/passiv_de_nps",
 }
 
-# git blob ids of the upstream files (SOURCES.md), in the order train, dev, test, gen.
+# git blob ids of the upstream files (docs/tasks.md §2.3), in the order train, dev, test, gen.
 BLOB_IDS = {
     "question-formation": (
         "a3e63ea441226643b6fa7341ba8af22721019331",
@@ -114,7 +114,7 @@ def check_examples(task: Task, examples: list[Example], name: str) -> None:
 
 
 def fix(task: Task, examples: list[Example]) -> tuple[list[Example], int]:
-    """The German passivization fix (tasks.md §9); other tasks unchanged. Returns the
+    """The German passivization fix (docs/tasks.md §9); other tasks unchanged. Returns the
     examples and how many lines changed."""
     if task.slug != "passivization-in-german":
         return examples, 0

@@ -1,4 +1,4 @@
-"""Passivization from Mueller et al.: English and German (tasks.md §4.4, §4.7, §5.3, §9).
+"""Passivization from Mueller et al.: English and German (docs/tasks.md §4.4, §4.7, §5.3, §9).
 
 hierarchical rule (move-object): the object NP (with its PP) becomes the subject of a
     passive; the whole active subject NP (with its PP) becomes the agent;
@@ -38,7 +38,7 @@ class Passivization(GrammarTask):
         return second_word_match(output, reference)
 
     def second_np(self, sentence: Tokens) -> Tokens:
-        """tasks.md §5.3: from the first determiner at index >= 2, 'Det N' or 'Det N Prep Det N'."""
+        """docs/tasks.md §5.3: from the first determiner at index >= 2, 'Det N' or 'Det N Prep Det N'."""
         j = first_index(sentence[2:], self.oblique_determiners)
         if j is None or j + 3 >= len(sentence):
             raise self.malformed(sentence, "no second noun phrase after the first two words")
@@ -79,7 +79,7 @@ class EnglishPassivization(Passivization):
         return self._passive(self.second_np(sentence), self.first_verb(sentence), sentence[:2])
 
 
-# German morphology (tasks.md §4.7). Columns: nominative singular, accusative
+# German morphology (docs/tasks.md §4.7). Columns: nominative singular, accusative
 # singular, dative singular, nominative = accusative plural, dative plural.
 GERMAN_DETERMINERS = [
     ("der", "den", "dem", "die", "den"),
@@ -144,7 +144,7 @@ class GermanPassivization(Passivization):
     slug = "passivization-in-german"
     grammar_file = "passivization-in-german.cfg"
     prepositions = frozenset({"bei", "neben", "hinter", "über", "unter"})
-    # any accusative or dative determiner form (tasks.md §5.3)
+    # any accusative or dative determiner form (docs/tasks.md §5.3)
     oblique_determiners = frozenset(row[c] for row in GERMAN_DETERMINERS for c in (1, 2, 3, 4))
     verbs = frozenset(v for row in GERMAN_VERBS for v in row[:2])
     participle = {v: row[2] for row in GERMAN_VERBS for v in row[:2]}
@@ -182,7 +182,7 @@ class GermanPassivization(Passivization):
         numbers = _numbers(GERMAN_DETERMINERS, second[0], cases) & _numbers(
             GERMAN_NOUNS, second[1], cases
         )
-        number = PL if numbers == {PL} else SG  # ambiguous: singular (tasks.md §5.3)
+        number = PL if numbers == {PL} else SG  # ambiguous: singular (docs/tasks.md §5.3)
         patient = self._to_case(second, number, cases, "nom")
         return self._passive(patient, number, self.first_verb(sentence), self._agent(sentence[:2]))
 
@@ -192,7 +192,7 @@ _WEAK_NOUN_FIX = {"Löwen": "Löwe", "Raben": "Rabe"}
 
 
 def fix_german_passive(source: Tokens, target: Tokens) -> Tokens:
-    """tasks.md §9: the upstream files leave weak singular objects accusative
+    """docs/tasks.md §9: the upstream files leave weak singular objects accusative
     (``der Löwen wurde ...``); give them their nominative form. Nothing else changes."""
     if (
         source[-1] == "passiv"

@@ -1,4 +1,4 @@
-"""question-formation (McCoy ``question``; tasks.md §4.1).
+"""question-formation (McCoy ``question``; docs/tasks.md §4.1).
 
 ``my raven does change . quest`` -> ``does my raven change ?``: the main
 auxiliary (the one right after the subject noun phrase) moves to the front.
@@ -86,7 +86,7 @@ class QuestionFormation(McCoyTask):
         return front(sentence, first)
 
     def partial_match(self, output: Tokens, reference: Tokens) -> bool:
-        """First-word check (tasks.md §3.1)."""
+        """First-word check (docs/tasks.md §3.1)."""
         return first_word_match(output, reference)
 
     def is_withheld(self, sentence: Tokens) -> bool:

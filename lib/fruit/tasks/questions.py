@@ -1,4 +1,4 @@
-"""Question formation from Mueller et al.: English with *have* and German (tasks.md §4.2, §4.5).
+"""Question formation from Mueller et al.: English with *have* and German (docs/tasks.md §4.2, §4.5).
 
 hierarchical rule (move-main): front the main-clause auxiliary, the one right after
     the subject NP, and replace the final "." by "?";
@@ -88,7 +88,7 @@ class QuestionFormationWithHave(QuestionFormation):
     prepositions = frozenset({"around", "near", "with", "upon", "by", "behind", "above", "below"})
 
     def subject_end(self, sentence: Tokens) -> int | None:
-        # Every relative clause holds exactly one auxiliary (tasks.md §4.1): after a
+        # Every relative clause holds exactly one auxiliary (docs/tasks.md §4.1): after a
         # subject RC the main auxiliary is the second one, otherwise the first.
         auxiliaries = [i for i, token in enumerate(sentence) if token in self.auxiliaries]
         nth = 1 if self.subject_modifier(sentence) == "RC" else 0

@@ -1,7 +1,7 @@
 """Writing a task's splits in the data-directory layout (docs/contracts.md §1).
 
 ``DIR/<task>/{train,dev,test,gen}.tsv`` plus ``DIR/<task>/gen.linear.tsv``, whose
-targets are the linear-rule outputs (tasks.md §5) of the gen sources.
+targets are the linear-rule outputs (docs/tasks.md §5) of the gen sources.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Split statistics, and their comparison with the published files (tasks.md §4).
+"""Split statistics, and their comparison with the published files (docs/tasks.md §4).
 
 Four numbers per split: the share of transformation-marked lines, the shares of
 lines whose subject carries a relative clause / a prepositional phrase, and the
@@ -19,7 +19,7 @@ STATISTICS = ("marker", "subject_rc", "subject_pp", "median_length")
 SPLITS_COMPARED = ("test", "gen")
 CHECKED_SPLITS = ("test",)  # the issue's criterion; gen rows are shown for information
 
-# Measured on the published files by the spec's authors (tasks.md §4.1-4.7, "Measured
+# Measured on the published files (docs/tasks.md §4.1-4.7, "Measured
 # statistics" tables: test and gen rows). An independent record: the tests check that
 # our subject_modifier reproduces it on the files themselves.
 PUBLISHED = {

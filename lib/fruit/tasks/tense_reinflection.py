@@ -1,5 +1,5 @@
 """tense-reinflection and tense-reinflection-with-do (McCoy ``tense`` and
-``tense_aux``; tasks.md §4.6, §4.3).
+``tense_aux``; docs/tasks.md §4.6, §4.3).
 
 A past-tense sentence is put in the present: every finite word (the verb, or the
 auxiliary ``did/didn't`` in the with-do variant) agrees with its grammatical
@@ -92,7 +92,7 @@ WITH_DO_GENERALIZATION = table(
     "transform",
 )
 
-# The with-do grammar (tasks.md §4.3) has no "singular head + plural PP noun" rule:
+# The with-do grammar (docs/tasks.md §4.3) has no "singular head + plural PP noun" rule:
 # P(head, PP noun) = (0.5*0.2, 0.5*1/6, 0.5*1/6), normalised.
 PP_NUMBERS_WITH_DO = ((("sg", "sg"), 6.0), (("pl", "sg"), 5.0), (("pl", "pl"), 5.0))
 
@@ -161,7 +161,7 @@ class TenseReinflection(McCoyTask):
         return out
 
     def partial_match(self, output: Tokens, reference: Tokens) -> bool:
-        """POS sequence + main verb (tasks.md §3.2)."""
+        """POS sequence + main verb (docs/tasks.md §3.2)."""
         return pos_main_verb_match(output, reference, "A" if self.with_do else "V")
 
     def is_withheld(self, sentence: Tokens) -> bool:

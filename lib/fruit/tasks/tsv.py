@@ -1,6 +1,6 @@
 """Reading and writing the data files: one ``SOURCE<TAB>TARGET`` line per example.
 
-Fields are tokens joined by single spaces (tasks.md §1). Reading checks the format
+Fields are tokens joined by single spaces (docs/tasks.md §1). Reading checks the format
 strictly and reports the file, the line and what was expected.
 """
 

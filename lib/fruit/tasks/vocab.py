@@ -1,4 +1,4 @@
-"""The vocabulary of a task (models.md §1).
+"""The vocabulary of a task (docs/paper.md §1).
 
 Content types are the whitespace-separated tokens of the training file (source and
 target pooled), sorted by code point, with ids 0..V-1. Two special symbols follow:
