@@ -12,6 +12,7 @@ it, so a worker trains one run at a time whatever its thread count.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,7 @@ def local_cluster(workers: int | None = None, threads: int = 1, device: str = "a
             host="127.0.0.1",
             dashboard_address=None,
             resources=RUN_RESOURCE,
+            silence_logs=logging.ERROR,  # not the warnings of runs cut off at a time limit
         )
     client = Client(cluster)
     result = Cluster(

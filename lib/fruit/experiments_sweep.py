@@ -356,7 +356,9 @@ class Sweep:
         self._start = time.monotonic()
         self.deadline = self.stop_at = None
         if self.time_limit is not None:
-            closing = min(15.0, 0.05 * self.time_limit)  # to abandon runs and close the cluster
+            # to abandon what is still running and close the cluster (a LocalCluster
+            # takes a few seconds to stop its workers and their kernels)
+            closing = min(30.0, max(5.0, 0.05 * self.time_limit))
             evaluation = min(600.0, 0.1 * self.time_limit)  # a run's final evaluation
             self.deadline = time.time() + self.time_limit - closing
             self.stop_at = self.deadline - evaluation

@@ -33,6 +33,9 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS
 # one-epoch run). So a run's kernel gets the malloc settings of the process that
 # launched the sweep, not the worker's.
 _ALLOCATOR_PREFIX = "MALLOC_"
+# A run is not started when its stop_at is this close: starting a kernel, importing torch
+# and reading the data take several seconds before the first batch.
+RUN_START_SECONDS = 20.0
 
 
 class RunFailed(Exception):
@@ -144,8 +147,8 @@ def execute_run(
         log_line(folder, f"attempt {attempt}: metrics.json already present, nothing to do")
         return done, 0.0
 
-    if stop_at is not None and time.time() >= stop_at:
-        log_line(folder, f"attempt {attempt}: not started, the sweep's time limit has passed")
+    if stop_at is not None and time.time() >= stop_at - RUN_START_SECONDS:
+        log_line(folder, f"attempt {attempt}: not started, too close to the sweep's time limit")
         return None, 0.0
 
     executed = folder / EXECUTED_NOTEBOOK
