@@ -253,3 +253,18 @@ def test_fruit_report_command(tmp_path, capsys):
     assert "question formation: 2/3 architectures" in capsys.readouterr().out  # Tf, Tf+Sup, RNN
     assert main(["report", *common, "--profile", "quick"]) == 2
     assert "valid choices: smoke" in capsys.readouterr().err
+
+
+def test_tables_name_the_code_their_runs_came_from(tmp_path):
+    import json
+
+    a = write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    b = write_run(tmp_path, "smoke", QF, "Tf", 1, *metrics(0.97, 0.2, 0.3, 0.5, 0.5))
+    write_run(tmp_path, "smoke", QF, "Tf+Sup", 0, *metrics(0.97, 0.2, 0.3, 0.5, 0.5))
+    git = {"commit": "0123456789abcdef", "dirty": False}
+    (a / "config.json").write_text(json.dumps({"provenance": {"git": git}}))
+    (b / "config.json").write_text(json.dumps({"provenance": {"git": dict(git, dirty=True)}}))
+    table = reporting.load_tables(tmp_path, "smoke")[QF]
+    assert table.code == ("0123456", "0123456+dirty", "unrecorded")
+    assert "code 0123456, 0123456+dirty, unrecorded" in markdown_table(table)
+    assert "code 0123456, 0123456+dirty, unrecorded" in latex_table(table)

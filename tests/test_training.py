@@ -131,7 +131,7 @@ def test_run_folder_is_complete(tmp_path, data_dir):
             assert 0.0 <= metrics[kind][name] <= 1.0
     assert metrics["examples_seen"] == 240 and metrics["epochs"] == 2.0
     config = json.loads((run_dir / "config.json").read_text())
-    for key in ("parameter_seed", "shuffle_seed", "sampling_seed", "device", "versions", "d"):
+    for key in ("parameter_seed", "shuffle_seed", "sampling_seed", "device", "provenance", "d"):
         assert key in config
     assert config["d"] == 16 and config["device"] == "cpu"
     log = training.read_log(run_dir)
@@ -611,3 +611,32 @@ def test_published_data_is_prepared_whole_or_not_at_all(tmp_path, datasets_dir, 
     assert training.prepare_data(broken, task, 5, sizes, "published", datasets_dir) == "generated"
     for name in ("train", "dev", "test", "gen", "gen.linear"):
         assert (broken / task / f"{name}.tsv").read_bytes() == (folder / f"{name}.tsv").read_bytes()
+
+
+def test_provenance_names_the_commit_and_sees_a_dirty_tree(tmp_path):
+    import subprocess
+
+    from fruit.provenance import git_state, provenance
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (repo / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert git_state(repo) == {"commit": head, "dirty": False}
+    (repo / "notes.txt").write_text("untracked files do not make the tree dirty\n")
+    assert git_state(repo)["dirty"] is False
+    (repo / "code.py").write_text("x = 2\n")  # a tracked file changed
+    assert git_state(repo) == {"commit": head, "dirty": True}
+    assert git_state(tmp_path / "nowhere") == {"commit": None, "dirty": None}
+    record = provenance("cpu")
+    assert set(record) == {"git", "versions", "cpu", "gpu", "host"} and record["gpu"] is None
+    assert record["versions"]["torch"] and record["versions"]["dask"]

@@ -291,10 +291,11 @@ class Sweep:
     def run(self) -> SweepResult:
         self._begin()
         profile, result = self.profile, self.result
+        selected = "" if len(self.pairs) == len(profile.pairs) else f" (of {len(profile.pairs)})"
         self.say(
-            f"profile {profile.name} ({profile.source}): {len(profile.tasks)} task(s) x "
-            f"{len(profile.architectures)} architecture(s), {profile.search_trials} search "
-            f"trial(s) + {profile.final_runs} final run(s) each; {self.cluster.description}"
+            f"profile {profile.name} ({profile.source}): {len(self.pairs)}{selected} "
+            f"(task, architecture) pair(s), {profile.search_trials} search trial(s) + "
+            f"{profile.final_runs} final run(s) each; {self.cluster.description}"
         )
         self.prepare_data()
         # Costliest first: idle workers take runs as soon as they are submitted, so the

@@ -201,6 +201,9 @@ def write_ours_vs_paper(tables: dict[str, Table], out_dir: str | Path) -> list[P
         return []
     first = next(iter(tables.values()))
     title = "Ours against the paper; " + (first.scale_note or f"profile {first.source}")
+    code = sorted({c for t in tables.values() for c in t.code})
+    if code:
+        title += f"; code {', '.join(code)}"
     return save_figure(ours_vs_paper_figure(records, title), Path(out_dir) / "ours-vs-paper")
 
 
@@ -210,6 +213,9 @@ def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
         return []
     first = next(iter(tables.values()))
     title = figure_title(first.source, first.reduced, first.description)
+    code = sorted({c for t in tables.values() for c in t.code})
+    if code:
+        title += f"; code {', '.join(code)}"
     return write_bar_charts({t: bar_chart_data(tab) for t, tab in tables.items()}, out_dir, title)
 
 

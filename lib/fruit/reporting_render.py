@@ -42,7 +42,8 @@ def caption(table: Table) -> str:
     """The plain-text caption: task, and the scale note of a reduced-scale profile."""
     text = f"Results on {table.title}"
     if table.source != PAPER:
-        text += f" (ours; {table.scale_note or f'profile {table.source}'})"
+        code = f"; code {', '.join(table.code)}" if table.code else ""
+        text += f" (ours; {table.scale_note or f'profile {table.source}'}{code})"
     else:
         text += " (numbers reported in the paper)"
     return text + "."

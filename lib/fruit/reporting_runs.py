@@ -50,6 +50,7 @@ class RunResult:
     phase: str
     index: int
     metrics: dict | None = field(default=None, repr=False)
+    code: str = "unrecorded"  # the commit it was trained from ("abc1234", "abc1234+dirty")
 
     @property
     def status(self) -> str:
@@ -65,6 +66,18 @@ class RunResult:
             return None
         v = float(v)
         return v if math.isfinite(v) else None
+
+
+def _code(run_dir: Path) -> str:
+    """The short commit (and "+dirty") that config.json's provenance records."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        git = config["provenance"]["git"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unrecorded"
+    if not git.get("commit"):
+        return "unrecorded"
+    return git["commit"][:7] + ("+dirty" if git.get("dirty") else "")
 
 
 def _parse_run_dir(run_dir: Path) -> tuple[str, int] | None:
@@ -118,5 +131,7 @@ def load_runs(
             except json.JSONDecodeError as e:
                 raise FruitError(f"{metrics_path}: not valid JSON ({e})") from e
         task, architecture = run_dir.parent.parent.name, run_dir.parent.name
-        runs.append(RunResult(run_dir, task, architecture, parsed[0], parsed[1], metrics))
+        runs.append(
+            RunResult(run_dir, task, architecture, parsed[0], parsed[1], metrics, _code(run_dir))
+        )
     return runs

@@ -95,6 +95,7 @@ class Table:
     formats: tuple[str, ...] | None = None  # siunitx table-format per column; None: from data
     reduced: bool | None = None  # a reduced-scale profile? None: every profile but "paper" is
     description: str | None = None  # the profile's description (scale, data), for the note
+    code: tuple[str, ...] = ()  # the commits the averaged runs were trained from
 
     @property
     def title(self) -> str:
@@ -179,7 +180,10 @@ def aggregate(
                 unfinished=sum(r.status == "unfinished" for r in arch_runs),
             )
         )
-    return Table(task, mark_best(rows, among=architectures), paper_prior_work(task), source)
+    used = sorted({r.code for r in runs if r.status == "complete"})
+    return Table(
+        task, mark_best(rows, among=architectures), paper_prior_work(task), source, code=tuple(used)
+    )
 
 
 def tasks_with_runs(runs: list[RunResult]) -> list[str]:

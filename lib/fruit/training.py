@@ -35,7 +35,6 @@ import io
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import tempfile
@@ -47,7 +46,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-import fruit
 from fruit import evaluation
 from fruit.batching import evaluation_batches, pad, training_batches
 from fruit.device import resolve_device
@@ -60,6 +58,7 @@ from fruit.io import (
     read_metrics,
 )
 from fruit.profiles import PHASES, derive_seed, is_profile_path, load_profile, run_folder
+from fruit.provenance import provenance
 
 LOG_COLUMNS = (
     "examples_seen",
@@ -368,14 +367,6 @@ def load_data(config: RunConfig) -> TaskData:
 # ---------------------------------------------------------------------------- the run
 
 
-def versions() -> dict:
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "fruit": fruit.__version__,
-    }
-
-
 def default_model_factory(config: RunConfig, vocab_size: int):
     from fruit.models import build_model
 
@@ -478,7 +469,7 @@ class Run:
             d=getattr(self.model, "d", None),
             num_parameters=self.num_parameters,
             vocab_size=self.vocab.size,
-            versions=versions(),
+            provenance=provenance(self.device),  # code commit, packages, CPU/GPU
         )
         return record
 
@@ -487,7 +478,7 @@ class Run:
         record = self.config_record()
         if path.is_file():
             old = json.loads(path.read_text(encoding="utf-8"))
-            ignore = {"device", "versions"}
+            ignore = {"device", "versions", "provenance"}  # where, not what
             changed = sorted(
                 k for k in record if k not in ignore and old.get(k) != _json_roundtrip(record[k])
             )
