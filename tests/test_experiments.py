@@ -202,8 +202,14 @@ def test_progress_estimate_and_line():
     progress.done, progress.running, progress.failed = 3, 2, 1
     # 9 search runs of Tf at 5 epochs x 10 s, over 2 slots
     assert progress.estimate(tf_search[1:]) == 9 * 50 / 2
-    # an unmeasured architecture falls back to the mean rate, times its max epochs
-    assert progress.estimate(nd_final[:1]) == 10 * 1000 / 2
+    # an unmeasured architecture falls back to the mean rate, times its max epochs capped
+    # at FINAL_EPOCHS (early stopping ends final runs long before 1000 epochs)
+    from fruit.experiments_cost import FINAL_EPOCHS
+
+    assert progress.estimate(nd_final[:1]) == 10 * FINAL_EPOCHS / 2
+    # a run that stopped early counts the epochs it trained
+    progress.finished(nd_final[0], 300.0, epochs=3.0)
+    assert progress.durations["Tf+Nd"] == [100.0]
     progress.show(tf_search[1:], force=True)
     assert stream.getvalue() == (
         "[paper] done 3 / running 2 / failed 1 / left 14 of 20 | elapsed 0:00:00 | remaining ~0:03:45\n"

@@ -45,6 +45,7 @@ from fruit.experiments import (
     search_specs,
     select_best,
 )
+from fruit.experiments_cost import FINAL_EPOCHS
 from fruit.experiments_worker import (
     EXECUTED_NOTEBOOK,
     RunFailed,
@@ -106,13 +107,15 @@ class Progress:
         self._last_print = 0.0
         self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
 
-    def finished(self, spec: RunSpec, seconds: float) -> None:
-        self.durations[spec.architecture].append(seconds / spec.max_epochs)
+    def finished(self, spec: RunSpec, seconds: float, epochs: float | None = None) -> None:
+        """A run of ``spec`` took ``seconds`` for ``epochs`` epochs (default: its maximum)."""
+        epochs = epochs if epochs and epochs > 0 else spec.max_epochs
+        self.durations[spec.architecture].append(seconds / epochs)
 
     def estimate(self, left: list[RunSpec]) -> float | None:
         """Seconds until the runs ``left`` are done: each at its architecture's measured
-        seconds per epoch times its maximum epochs (an upper bound: early stopping),
-        spread over the cluster's run slots."""
+        seconds per epoch times its maximum epochs, at most ``FINAL_EPOCHS`` (early
+        stopping ends final runs; fruit.experiments_cost), spread over the run slots."""
         if not left:
             return 0.0
         everything = [r for rates in self.durations.values() for r in rates]
@@ -122,7 +125,9 @@ class Progress:
         work = 0.0
         for s in left:
             rates = self.durations.get(s.architecture)
-            work += (sum(rates) / len(rates) if rates else overall) * s.max_epochs
+            work += (sum(rates) / len(rates) if rates else overall) * min(
+                s.max_epochs, FINAL_EPOCHS
+            )
         return work / self.slots
 
     def show(self, left: list[RunSpec], force: bool = False) -> None:
@@ -182,6 +187,7 @@ class Sweep:
         retries: int = 2,
         reports: bool = True,
         published_dir: str | Path | None = None,
+        figures_dir: str | Path = "figures",
         time_limit: float | None = None,
         only: tuple[tuple[str, str], ...] | None = None,
         allocator: dict[str, str] | None = None,
@@ -202,7 +208,7 @@ class Sweep:
         self.retries = retries
         self.reports = reports
         self.tables_dir = self.results_dir / "tables"
-        self.figures_dir = self.results_dir.parent / "figures"
+        self.figures_dir = Path(figures_dir).resolve()
         self.stream = stream
         self.poll_seconds = poll_seconds
         if time_limit is not None and not time_limit > 0:
@@ -419,7 +425,7 @@ class Sweep:
         self.result.trained += 1
         self.progress.done += 1
         if seconds > 0:
-            self.progress.finished(spec, seconds)
+            self.progress.finished(spec, seconds, metrics.get("epochs"))
         if spec.phase == "search":
             group = (spec.task, spec.architecture)
             self.search_done[group].append(metrics)

@@ -111,13 +111,18 @@ def bar_chart_figure(bars_by_task: dict[str, list[dict]], title: str) -> Figure:
     return fig
 
 
+# No creation date in the PDF: figures made again from the same runs are the same bytes,
+# so regenerating them leaves git clean.
+_METADATA = {"png": None, "pdf": {"CreationDate": None}}
+
+
 def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     """Write ``stem.png`` and ``stem.pdf`` atomically, at the figure's fixed size."""
     paths = []
     for ext in ("png", "pdf"):
         path = Path(f"{stem}.{ext}")
         with atomic_open(path, "wb") as f:
-            fig.savefig(f, format=ext, dpi=DPI)
+            fig.savefig(f, format=ext, dpi=DPI, metadata=_METADATA[ext])
         paths.append(path)
     return paths
 

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a shipped profile (smoke, quick, paper) or the path of your own .toml (default: quick)",
     )
     parser.add_argument("--results", default="results", help="results folder (default: results)")
+    parser.add_argument("--figures", default="figures", help="figures folder (default: figures)")
     parser.add_argument("--data-dir", help="data folder (default: data/<profile>)")
     parser.add_argument("--notebook", help="the train notebook (default: notebooks/train.ipynb)")
     parser.add_argument(
@@ -209,6 +210,7 @@ def main(args: argparse.Namespace) -> int:
             retries=args.retries,
             reports=not args.skip_reports,
             published_dir=args.published,
+            figures_dir=args.figures,
             time_limit=None if time_limit is None else time_limit - (time.time() - started),
             only=only,
             allocator=allocator,
