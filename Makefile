@@ -4,7 +4,7 @@
 #   make test        -- the default test suite (a few minutes on 2 CPU cores)
 #   make test-slow   -- the slow tests only
 #   make test-gpu    -- the CUDA tests only (needs a GPU and a CUDA build, see TORCH)
-#   make lint        -- ruff
+#   make lint        -- ruff and lint-imports (the import direction, pyproject.toml)
 # TORCH picks the PyTorch build (default: torch==2.13.0). For another build, e.g. CUDA:
 #   make clean-venv && make TORCH="torch --index-url https://download.pytorch.org/whl/cu124" test
 
@@ -44,6 +44,7 @@ test-all: venv
 lint: venv
 	$(BIN)/ruff check lib tests benchmarks notebooks
 	$(BIN)/ruff format --check lib tests benchmarks
+	$(BIN)/lint-imports
 
 format: venv
 	$(BIN)/ruff format lib tests benchmarks

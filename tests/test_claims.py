@@ -1,4 +1,4 @@
-"""The paper's claims as data (reporting_data/claims.toml) and their verdicts: parsing, the
+"""The paper's claims as data (reporting/data/claims.toml) and their verdicts: parsing, the
 exact permutation tests against an independent count, verdicts on planted run sets, and the
 claims table written by `fruit report`."""
 
@@ -13,7 +13,7 @@ from test_reporting_fakes import write_run
 from fruit import reporting
 from fruit.errors import FruitError
 from fruit.profiles import load_profile
-from fruit.reporting_claims import (
+from fruit.reporting.claims import (
     ALPHA,
     evaluate_check,
     evaluate_claims,
@@ -22,8 +22,8 @@ from fruit.reporting_claims import (
     sign_flip_p,
     two_sample_p,
 )
-from fruit.reporting_runs import load_runs
-from fruit.reporting_tables import paper_table
+from fruit.reporting.runs import load_runs
+from fruit.reporting.tables import paper_table
 
 QF = "question-formation"
 

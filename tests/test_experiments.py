@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fruit.errors import FruitError
-from fruit.experiments import (
+from fruit.experiments.plan import (
     draw_search_setting,
     final_specs,
     groups,
@@ -190,7 +190,7 @@ def test_max_epochs_per_architecture(tmp_path: Path):
 def test_progress_estimate_and_line():
     import io
 
-    from fruit.experiments_sweep import Progress
+    from fruit.experiments.sweep import Progress
 
     p = load_profile("paper")
     tf_search = search_specs(p, "passivization", "Tf")
@@ -204,7 +204,7 @@ def test_progress_estimate_and_line():
     assert progress.estimate(tf_search[1:]) == 9 * 50 / 2
     # an unmeasured architecture falls back to the mean rate, times its max epochs capped
     # at FINAL_EPOCHS (early stopping ends final runs long before 1000 epochs)
-    from fruit.experiments_cost import FINAL_EPOCHS
+    from fruit.experiments.cost import FINAL_EPOCHS
 
     assert progress.estimate(nd_final[:1]) == 10 * FINAL_EPOCHS / 2
     # a run that stopped early counts the epochs it trained
@@ -239,12 +239,28 @@ def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
 
 
 def test_profiles_module_imports_neither_training_nor_experiments():
+    # nor model code or torch: architecture names are data (fruit.names)
+    import subprocess
+    import sys
+
+    above = ("fruit.training", "fruit.experiments", "fruit.models", "fruit.stacks")
+    code = (
+        "import sys, fruit.profiles as p; p.load_profile('paper'); print(sorted(m for m in "
+        f"sys.modules if m.split('.')[0] == 'torch' or m.startswith({above!r})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_reporting_starts_without_torch_or_model_code():
     import subprocess
     import sys
 
     code = (
-        "import sys, fruit.profiles as p; p.load_profile('paper');"
-        "print(sorted(m for m in sys.modules if m.startswith(('fruit.training', 'fruit.experiments'))))"
+        "import sys, fruit.reporting, fruit.reporting.claims; fruit.reporting.claims.load_claims();"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'"
+        " or m.startswith(('fruit.models', 'fruit.stacks', 'fruit.training', 'fruit.evaluation'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -303,7 +319,7 @@ def test_bad_time_limits_are_refused(text):
 
 
 def test_compute_estimate_scales_with_the_profile():
-    from fruit.experiments_cost import TOKENS_PER_SECOND, pair_costs, tokens_per_example
+    from fruit.experiments.cost import TOKENS_PER_SECOND, pair_costs, tokens_per_example
 
     claims = load_profile("claims")
     costs = {(c.task, c.architecture): c for c in pair_costs(claims)}

@@ -18,7 +18,7 @@ import psutil
 import pytest
 from test_experiments_support import fake_profile_toml, write_fake_data, write_fake_notebook
 
-from fruit.experiments_cluster import jobqueue_cluster
+from fruit.experiments.cluster import jobqueue_cluster
 
 BIN = Path(sys.executable).parent
 

@@ -16,8 +16,8 @@ from test_experiments_support import (
     write_fake_notebook,
 )
 
-from fruit.experiments_cluster import local_cluster
-from fruit.experiments_sweep import Sweep
+from fruit.experiments.cluster import local_cluster
+from fruit.experiments.sweep import Sweep
 from fruit.profiles import load_profile
 
 

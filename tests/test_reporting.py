@@ -12,9 +12,9 @@ from test_reporting_fakes import write_fake_results, write_run
 
 from fruit import reporting
 from fruit.errors import FruitError
-from fruit.reporting_render import format_std, latex_table, markdown_table
-from fruit.reporting_runs import ARCHITECTURE_ORDER, COLUMNS, load_runs
-from fruit.reporting_tables import bar_chart_data
+from fruit.reporting.render import format_std, latex_table, markdown_table
+from fruit.reporting.runs import ARCHITECTURE_ORDER, COLUMNS, load_runs
+from fruit.reporting.tables import bar_chart_data
 
 QF = "question-formation"
 

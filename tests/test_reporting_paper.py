@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fruit.reporting_render import latex_table, latex_tabular
-from fruit.reporting_runs import COLUMNS, TASK_ORDER, TASK_TITLES
-from fruit.reporting_tables import (
+from fruit.reporting.render import latex_table, latex_tabular
+from fruit.reporting.runs import COLUMNS, TASK_ORDER, TASK_TITLES
+from fruit.reporting.tables import (
     BEST,
     Row,
     bar_chart_data,
@@ -225,7 +225,7 @@ def test_table_format_rule_matches_the_paper_except_one_column():
     """Our siunitx widths, computed from the printed means, equal the paper's own widths in every
     column but German question formation's PA log ratio, which the paper sets as 2.3 although
     its largest value is 9.810."""
-    from fruit.reporting_render import table_formats
+    from fruit.reporting.render import table_formats
 
     differ = []
     for task in TASK_ORDER:

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fruit import batching, training
+from fruit import batching, profiles, training
 from fruit.cli import main as cli_main
+from fruit.errors import FruitError
+from fruit.training import loop
 
 
 @pytest.fixture(autouse=True)
@@ -213,7 +215,7 @@ def test_nan_loss_stops_the_run_as_diverged(tmp_path, data_dir):
 
 def test_resume_refuses_different_settings(tmp_path, data_dir):
     training.Run(tiny_config(data_dir), tmp_path / "run")
-    with pytest.raises(training.FruitError, match="learning_rate"):
+    with pytest.raises(FruitError, match="learning_rate"):
         training.Run(tiny_config(data_dir, learning_rate=0.5), tmp_path / "run")
 
 
@@ -223,7 +225,7 @@ def test_resume_refuses_different_settings(tmp_path, data_dir):
         (["--task", "nope", "--architecture", "Tf"], "unknown task 'nope'; valid choices:"),
         (["--task", "passivization", "--architecture", "GRU"], "unknown architecture 'GRU'"),
         (["--task", "passivization", "--architecture", "Tf", "--data-dir", "/nonexistent/x"], "data directory /nonexistent/x does not exist"),
-        (["--task", "passivization", "--architecture", "Tf", "--profile", "nope"], "unknown profile 'nope'; valid choices: PATH.toml, paper, quick, smoke"),
+        (["--task", "passivization", "--architecture", "Tf", "--profile", "nope"], "unknown profile 'nope'; valid choices: PATH.toml, claims, paper, quick, smoke"),
         (["--task", "passivization", "--architecture", "Tf", "--profile", "/nonexistent/mine.toml"], "profile file '/nonexistent/mine.toml' does not exist"),
     ],
 )  # fmt: skip
@@ -247,7 +249,7 @@ kill_after = int(sys.argv[3])  # batches after the 2nd checkpoint; -1: never
 class Killer:
     batches = 0
     def update(self, n):
-        if kill_after >= 0 and len(run.state["log"]) == 2:
+        if kill_after >= 0 and len(run.state.log) == 2:
             if self.batches == kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
             self.batches += 1
@@ -341,7 +343,7 @@ def test_fruit_train_reads_the_data_fruit_run_makes(tmp_path, monkeypatch, capsy
         )
         == "found"
     )
-    with pytest.raises(training.FruitError, match="holds data made with"):
+    with pytest.raises(FruitError, match="holds data made with"):
         training.prepare_data(
             tmp_path / "data" / "smoke", "question-formation", seed + 1, profile.sizes
         )
@@ -370,7 +372,7 @@ def test_profile_training_keys_are_the_run_config_fields_not_set_per_run():
     value would be overridden silently) or it is derived from the run seed."""
     from dataclasses import fields
 
-    from fruit.experiments import final_specs
+    from fruit.experiments.plan import final_specs
     from fruit.profiles import _TABLE_KEYS, load_profile
 
     profile = load_profile("smoke")
@@ -385,14 +387,15 @@ def test_profile_training_keys_are_the_run_config_fields_not_set_per_run():
 
 
 def test_data_errors_name_the_problem(tmp_path, data_dir):
-    with pytest.raises(training.FruitError, match="has 120 examples but this run needs 500"):
+    with pytest.raises(FruitError, match="has 120 examples but this run needs 500"):
         training.load_data(training.resolve_config(tiny_config(data_dir, train_size=500)))
     partial = tmp_path / "published" / "question-formation"
     partial.mkdir(parents=True)
     (partial / "dev.tsv").write_text("a . decl\ta .\n")
     config = tiny_config(tmp_path / "published", generate_data=True)
+    # the message names what to do without advising a command that would make other data
     with pytest.raises(
-        training.FruitError, match="train.tsv is missing; create it with `fruit data"
+        FruitError, match="train.tsv is missing; remove that folder to have it made"
     ):
         training.load_data(training.resolve_config(config))
     assert sorted(p.name for p in partial.iterdir()) == ["dev.tsv"]  # never overwritten
@@ -408,7 +411,7 @@ def shipped_toml(name: str) -> dict:
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
 
-    return tomllib.loads((Path(training.__file__).parent / "profiles" / f"{name}.toml").read_text())
+    return tomllib.loads((Path(profiles.__file__).parent / f"{name}.toml").read_text())
 
 
 def expected_max_epochs(raw: dict, phase: str, architecture: str) -> int:
@@ -491,17 +494,17 @@ def test_user_profile_file_and_unknown_names(tmp_path):
     path.write_text(USER_PROFILE.replace("checkpoint_every = 20", ""))
     c = training.resolve_config(training.RunConfig("passivization", "Tf", profile=str(path)))
     assert c.checkpoint_every == 80_000
-    with pytest.raises(training.FruitError, match="profile file '.*nope.toml' does not exist"):
+    with pytest.raises(FruitError, match="profile file '.*nope.toml' does not exist"):
         training.resolve_config(training.RunConfig("passivization", "LSTM", profile="nope.toml"))
     with pytest.raises(
-        training.FruitError,
-        match=r"^unknown profile 'mine'; valid choices: PATH.toml, paper, quick, smoke$",
+        FruitError,
+        match=r"^unknown profile 'mine'; valid choices: PATH.toml, claims, paper, quick, smoke$",
     ):
         training.resolve_config(training.RunConfig("passivization", "LSTM", profile="mine"))
     # every size and the data explicit (as fruit run passes them): the name needs no file
     sizes = dict(
         train_size=1, dev_size=1, test_size=1, gen_size=1, checkpoint_every=1, max_epochs=1,
-        data_dir="data/mine", data_seed=5,
+        data_dir="data/mine", data_seed=5, data_source="generated",
     )  # fmt: skip
     c = training.resolve_config(
         training.RunConfig("passivization", "LSTM", profile="mine", **sizes)
@@ -532,7 +535,7 @@ def test_cli_trains_with_a_user_profile_file(tmp_path, capsys):
 
 
 class FakeClock:
-    """time.time() for fruit.training that advances one second per call, so a run with
+    """time.time() for fruit.training.loop that advances one second per call, so a run with
     ``stop_at = start + k`` pauses after a known number of batches."""
 
     def __init__(self):
@@ -552,22 +555,69 @@ def test_paused_runs_resume_to_the_uninterrupted_result(
     config = tiny_config(data_dir, architecture=architecture, checkpoint_every=30, max_epochs=3)
     whole = training.train_run(config, tmp_path / "whole")
     clock = FakeClock()
-    monkeypatch.setattr(training.time, "time", clock)
+    monkeypatch.setattr(loop.time, "time", clock)
     pauses = 0
     for budget in (3, 2, 7, 1, 4, 10_000):
         run = training.Run(config, tmp_path / "paused")
-        seen = run.state["examples_seen"]
+        seen = run.state.examples_seen
         run.train(stop_at=clock.now + budget)
         if not run.paused:
             break
         pauses += 1
-        assert run.state["examples_seen"] > seen or budget <= 2
+        assert run.state.examples_seen > seen or budget <= 2
         assert not (tmp_path / "paused" / "metrics.json").exists()
         assert training.train_run(config, tmp_path / "paused", stop_at=clock.now) is None
     assert pauses >= 4
     resumed = run.finish()
     assert without_timing(resumed) == without_timing(whole)
     assert log_without_seconds(tmp_path / "whole") == log_without_seconds(tmp_path / "paused")
+
+
+# The training state in checkpoint.pt as the code has always written it: a plain dict with
+# exactly these keys (runs paused by earlier versions must resume, and the other way round).
+CHECKPOINT_STATE_KEYS = {
+    "epoch",
+    "batch_index",
+    "epoch_rng_state",
+    "examples_seen",
+    "since_checkpoint",
+    "loss_sum",
+    "loss_count",
+    "best",
+    "bad_checkpoints",
+    "stopped",
+    "training_done",
+    "diverged",
+    "seconds",
+    "log",
+}
+
+
+def test_checkpoint_state_stays_a_plain_dict_that_resumes(tmp_path, data_dir, monkeypatch):
+    config = tiny_config(data_dir, architecture="Tf", checkpoint_every=30, max_epochs=2)
+    whole = training.train_run(config, tmp_path / "whole")
+    clock = FakeClock()
+    monkeypatch.setattr(loop.time, "time", clock)
+    run = training.Run(config, tmp_path / "paused")
+    run.train(stop_at=clock.now + 5)  # mid-epoch, after a checkpoint
+    assert run.paused and run.state.log
+    path = tmp_path / "paused" / "checkpoint.pt"
+    checkpoint = torch.load(path, weights_only=False)
+    assert type(checkpoint["state"]) is dict
+    assert set(checkpoint["state"]) == CHECKPOINT_STATE_KEYS
+    # as an earlier version wrote it: no TrainingState anywhere in the file
+    checkpoint["state"] = {k: checkpoint["state"][k] for k in sorted(CHECKPOINT_STATE_KEYS)}
+    torch.save(checkpoint, path)
+    resumed = training.Run(config, tmp_path / "paused")
+    assert resumed.state == training.TrainingState(**checkpoint["state"])
+    resumed.train()
+    assert without_timing(resumed.finish()) == without_timing(whole)
+    assert log_without_seconds(tmp_path / "whole") == log_without_seconds(tmp_path / "paused")
+    checkpoint["state"].pop("log")
+    torch.save(checkpoint, path)
+    (tmp_path / "paused" / "metrics.json").unlink()
+    with pytest.raises(FruitError, match="training state lacks log"):
+        training.Run(config, tmp_path / "paused")
 
 
 def test_published_data_is_prepared_whole_or_not_at_all(tmp_path, datasets_dir, monkeypatch):
@@ -590,7 +640,7 @@ def test_published_data_is_prepared_whole_or_not_at_all(tmp_path, datasets_dir, 
         for s, _ in read_tsv(folder / f"{split}.tsv")
     }
     assert not published & {" ".join(s) for s, _ in read_tsv(folder / "train.tsv")}
-    with pytest.raises(training.FruitError, match="needs generated data"):
+    with pytest.raises(FruitError, match="needs generated data"):
         training.prepare_data(whole, task, 5, sizes, "generated")
 
     broken = tmp_path / "broken"

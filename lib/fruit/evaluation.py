@@ -16,7 +16,7 @@ Models follow docs/contracts.md §3: ``model(tokens)`` gives logits (B, n+1, V+1
 where position t predicts w_{t+1} and id V is EOS; ``model.start`` /
 ``model.step`` / ``model.select_state`` decode incrementally.
 
-Shared helpers (also used by ``reporting_explore``, ``train.ipynb`` and the benchmarks):
+Shared helpers (also used by ``fruit.explore``, ``train.ipynb`` and the benchmarks):
 ``next_token_log_probs`` (the teacher-forced pass), ``prompt_state`` (feeding a prompt),
 ``target_log_probs``, ``sample_continuations`` and ``decoded_examples``.
 """

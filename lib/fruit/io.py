@@ -2,6 +2,8 @@
 
 Everything is written to a temporary file in the destination folder and then
 renamed over the destination (``os.replace`` is atomic on POSIX and Windows).
+Plain Python, no torch: checkpoints are saved through ``atomic_open`` by
+``fruit.training.checkpoints``.
 """
 
 from __future__ import annotations
@@ -59,13 +61,6 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     with atomic_open(path, "w") as f:
         json.dump(obj, f, indent=2, sort_keys=True)
         f.write("\n")
-
-
-def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
-    import torch
-
-    with atomic_open(path, "wb") as f:
-        torch.save(obj, f)
 
 
 def read_metrics(folder: str | os.PathLike) -> dict[str, Any] | None:

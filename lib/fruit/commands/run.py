@@ -1,5 +1,5 @@
 """``fruit run``: an experiment profile end to end on Dask (data, search, final runs,
-tables, figures). See fruit.experiments_sweep and docs/cluster.md."""
+tables, figures). See fruit.experiments.sweep and docs/cluster.md."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cluster(args):
-    from fruit import experiments_cluster as ec
+    from fruit.experiments import cluster as ec
 
     if args.scheduler and args.cluster:
         raise FruitError("give either --scheduler or --cluster, not both")
@@ -121,7 +121,7 @@ def check_counts(args: argparse.Namespace) -> None:
 def selected_pairs(profile, tasks, architectures):
     """The profile's (task, architecture) pairs that --task/--architecture keep (None: all)."""
     from fruit.errors import unknown_choice
-    from fruit.experiments import groups
+    from fruit.experiments.plan import groups
 
     pairs = groups(profile)
     for chosen, known, what in (
@@ -163,11 +163,11 @@ def parse_duration(text: str) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fruit.experiments import groups
+    from fruit.experiments.plan import groups
     from fruit.profiles import load_profile
 
     started = time.time()  # a time limit counts from here, cluster start-up included
-    from fruit.experiments_worker import allocator_environment
+    from fruit.experiments.worker import allocator_environment
 
     allocator = allocator_environment()  # before a Dask nanny adds its own to os.environ
     check_counts(args)
@@ -177,8 +177,8 @@ def main(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     only = selected_pairs(profile, args.task, args.architecture)
     if args.dry_run:
-        from fruit.experiments import search_specs
-        from fruit.experiments_cost import describe
+        from fruit.experiments.cost import describe
+        from fruit.experiments.plan import search_specs
 
         pairs = list(only or groups(profile))
         print(f"profile {profile.name} ({profile.source}): {profile.description}")
@@ -196,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
         print(describe(profile, workers=args.workers or 2, pairs=pairs))
         return 0
 
-    from fruit.experiments_sweep import Sweep
+    from fruit.experiments.sweep import Sweep
 
     cluster = _cluster(args)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fruit.errors import FruitError, unknown_choice
+from fruit.names import TARGET_PARAMS
 
 
 def add_arguments(parser):
@@ -18,7 +19,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--data-dir", type=Path, help="folder with <task>/train.tsv to count V from"
     )
-    parser.add_argument("--target", type=int, default=200_000, help="parameter target (200000)")
+    parser.add_argument(
+        "--target", type=int, default=TARGET_PARAMS, help=f"parameter target ({TARGET_PARAMS})"
+    )
     parser.add_argument(
         "--check", action="store_true", help="also build each model and count its parameters"
     )

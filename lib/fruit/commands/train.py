@@ -18,7 +18,7 @@ import json
 import sys
 
 from fruit import training
-from fruit.profiles import load_profile, profile_names
+from fruit.profiles import PHASES, load_profile, profile_names
 
 
 def add_arguments(parser) -> None:
@@ -32,7 +32,7 @@ def add_arguments(parser) -> None:
         help=f"a shipped profile ({', '.join(profile_names())}) or the path of your own .toml: "
         f"sizes, checkpoint interval and max epochs come from it (default: {defaults.profile})",
     )
-    a("--phase", default=defaults.phase, choices=training.PHASES)
+    a("--phase", default=defaults.phase, choices=PHASES)
     a("--index", type=int, default=defaults.index, help="trial or run number")
     a("--seed", type=int, default=defaults.seed, help="run seed (other seeds derive from it)")
     a("--learning-rate", type=float, default=defaults.learning_rate)

@@ -10,24 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fruit.errors import FruitError, unknown_choice
-
-ARCHITECTURES = (
-    "Tf",
-    "Tf+Sup",
-    "Tf+Sup+Sup",
-    "Tf+Nd",
-    "Tf+Nd+Nd",
-    "RNN",
-    "RNN+Sup",
-    "RNN+Sup+R",
-    "RNN+Nd",
-    "RNN+Nd+R",
-    "LSTM",
-    "LSTM+Sup",
-    "LSTM+Sup+R",
-    "LSTM+Nd",
-    "LSTM+Nd+R",
-)
+from fruit.names import ARCHITECTURES, TARGET_PARAMS
 
 # Every option build_model accepts, with the paper's defaults. Options that do not apply
 # to an architecture (e.g. nd_size for Tf+Sup) are accepted and ignored, so that one set
@@ -96,7 +79,7 @@ def resolve_options(options: dict) -> dict:
 def build_model(
     arch: str,
     vocab_size: int,
-    target_params: int = 200_000,
+    target_params: int = TARGET_PARAMS,
     d: int | None = None,
     **options,
 ):

@@ -18,6 +18,8 @@ from fractions import Fraction
 import sympy
 
 from fruit.models.registry import DEFAULT_OPTIONS, ArchSpec, parse_architecture
+from fruit.names import TARGET_PARAMS
+from fruit.stacks.nondeterministic import num_actions  # A = |Q||Γ|(2|Q||Γ| + |Q|)
 
 d_symbol = sympy.Symbol("d", positive=True)
 V_symbol = sympy.Symbol("V", positive=True, integer=True)
@@ -35,19 +37,13 @@ PAPER_VOCAB_SIZES = {  # in the paper's task order
 }
 
 
-def nd_num_actions(num_states: int, num_symbols: int) -> int:
-    """A = |Q||Γ|(2|Q||Γ| + |Q|): push, replace and pop weights per (state, top symbol)."""
-    qs = num_states * num_symbols
-    return qs * (2 * qs + num_states)
-
-
 def stack_sizes(kind: str, options: dict) -> tuple[int, int, int]:
     """(A, m, r) for one stack: actions per step, pushed-vector size, reading size."""
     if kind == "Sup":
         m = options["sup_size"]
         return 3, m, m
     q, s, m = options["nd_states"], options["nd_symbols"], options["nd_size"]
-    return nd_num_actions(q, s), m, q * s * m
+    return num_actions(q, s), m, q * s * m
 
 
 def _transformer_expr(spec: ArchSpec, options: dict, d, V):
@@ -115,13 +111,13 @@ def _positive_root(expr, symbol, target: int):
     return roots[0]
 
 
-def real_root(arch: str, vocab_size: int, target_params: int = 200_000, **options) -> float:
+def real_root(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **options) -> float:
     """The real d* with N(d*) = target (docs/paper.md §10.4, 'real root' column)."""
     expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
     return float(_positive_root(expr, d_symbol, target_params))
 
 
-def choose_d(arch: str, vocab_size: int, target_params: int = 200_000, **options) -> int:
+def choose_d(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **options) -> int:
     """rau's rule for d (docs/paper.md §10.3): round the real root of N(d) = target."""
     spec = parse_architecture(arch)
     if spec.base == "Tf":

@@ -14,8 +14,8 @@ sizes from here, so a profile name means the same everywhere::
     profile.run_settings("final", "Tf+Nd")     # train/dev/test/gen sizes, checkpoint_every,
                                                # max_epochs of one run
 
-This module may import fruit.tasks and fruit.models (name checks), never training or
-experiments.
+This module may import fruit.tasks and fruit.names (name checks), never model code,
+training or experiments (the import-linter contracts in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -342,6 +342,6 @@ def _known_tasks() -> set[str]:
 
 
 def _known_architectures() -> set[str]:
-    from fruit.models import ARCHITECTURES
+    from fruit.names import ARCHITECTURES
 
     return set(ARCHITECTURES)

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from fruit.io import atomic_open
-from fruit.reporting_runs import ARCHITECTURE_ORDER, TASK_TITLES
+from fruit.reporting.runs import ARCHITECTURE_ORDER, TASK_TITLES
 
 FIG_WIDTH = 8.0  # inches
 ROW_HEIGHT = 2.4  # inches per task
@@ -131,7 +131,7 @@ def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
     """Our cell means against the paper's, both with ±1 std error bars, and the identity
     line: one point per (task, architecture, accuracy column), one colour per task.
 
-    ``records`` are ``fruit.reporting_tables.comparison`` records; the log-ratio columns
+    ``records`` are ``fruit.reporting.tables.comparison`` records; the log-ratio columns
     (another scale) are left out, and so are cells missing on either side."""
     points = [
         r

@@ -8,7 +8,7 @@ from their own recorded seed; the final runs copy the winning trial's B and lear
 rate, choosing the trial with the lowest best validation cross-entropy.
 
 This module is plain Python (no Dask): planning, run-folder status and selection.
-Executing the runs is ``fruit.experiments_sweep``.
+Executing the runs is ``fruit.experiments.sweep``.
 """
 
 from __future__ import annotations
@@ -78,6 +78,13 @@ class RunSpec:
             threads=threads,
         )
         return params
+
+
+def relative_cost(spec: RunSpec) -> int:
+    """Rough relative cost, to start the slowest runs first (nondeterministic stacks
+    are ~10x slower per token, and final runs train to convergence)."""
+    stacks = spec.architecture.count("+Nd") * 10 + spec.architecture.count("+Sup")
+    return (1 + stacks) * (3 if spec.phase == "final" else 1)
 
 
 def draw_search_setting(profile: Profile, task: str, architecture: str, trial: int):
@@ -189,3 +196,18 @@ def select_best(search_metrics: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not candidates:
         return None
     return min(candidates, key=lambda m: (score(m), m.get("index", 0)))
+
+
+def selection_record(search_metrics: list[dict[str, Any]], best: dict[str, Any]) -> dict[str, Any]:
+    """``selection.json`` of a (task, architecture) pair: the winner (``select_best``) and
+    every trial it was chosen from."""
+    keys = ("index", "learning_rate", "batch_tokens", "best_validation_cross_entropy", "status")
+    trials = sorted(search_metrics, key=lambda m: m["index"])
+    return {
+        "criterion": "lowest best_validation_cross_entropy among search trials",
+        "winner": best["index"],
+        "learning_rate": best["learning_rate"],
+        "batch_tokens": best["batch_tokens"],
+        "best_validation_cross_entropy": best["best_validation_cross_entropy"],
+        "trials": [{k: m.get(k) for k in keys} for m in trials],
+    }

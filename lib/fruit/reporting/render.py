@@ -10,8 +10,8 @@ from __future__ import annotations
 import csv
 import io
 
-from fruit.reporting_runs import COLUMNS
-from fruit.reporting_tables import PAPER, PriorRow, Row, Table, paper_footnotes
+from fruit.reporting.runs import COLUMNS
+from fruit.reporting.tables import PAPER, PriorRow, Row, Table, paper_footnotes
 
 HEADERS = {"test": "Test", "hierarchical": "Hier.", "linear": "Linear", "log_ratio": "Log Ratio"}
 ARROWS = {"test": "↑", "hierarchical": "↑", "linear": "↓", "log_ratio": "↑"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fruit.errors import FruitError, unknown_choice
-from fruit.models.registry import ARCHITECTURES
+from fruit.names import ARCHITECTURES
 from fruit.tasks import TASKS
 
 # The paper's seven result tables, in the paper's order (fruit.tasks.TASKS), with the
@@ -25,7 +25,7 @@ _CAPTION_NAMES = {
 TASK_ORDER = TASKS
 TASK_TITLES = {t: _CAPTION_NAMES.get(t, t.replace("-", " ")) for t in TASKS}
 
-# The 15 architectures, in the order of the paper's table rows (fruit.models.ARCHITECTURES).
+# The 15 architectures, in the order of the paper's table rows (fruit.names.ARCHITECTURES).
 ARCHITECTURE_ORDER = ARCHITECTURES
 
 # Table columns: (accuracy, column) in the paper's order. Partial accuracy has no test column.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from fruit.experiments import groups
+from fruit.experiments.plan import groups
 from fruit.profiles import Profile
 
 # Training tokens per second at one thread (benchmarks/models.py --threads 1 --seconds 6,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fruit.errors import FruitError, unknown_choice
-from fruit.experiments_worker import gpu_count
+from fruit.experiments.worker import gpu_count
 
 RUN_RESOURCE = {"run": 1}
 JOBQUEUE_KINDS = ("slurm", "pbs", "sge")
@@ -58,7 +58,7 @@ class Cluster:
 QUIET_DASK = {
     # Dask's nanny would give every worker -- and, by updating os.environ before it spawns
     # them, the process that starts the cluster -- MALLOC_TRIM_THRESHOLD_=65536, which made
-    # the training kernels they start twice as slow (fruit.experiments_worker).
+    # the training kernels they start twice as slow (fruit.experiments.worker).
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "10s",

@@ -1,6 +1,6 @@
 """The paper's claims, checked: each claim's comparisons over our final runs, with a verdict.
 
-The claims are data (``reporting_data/claims.toml``): a claim holds comparisons of cell
+The claims are data (``reporting/data/claims.toml``): a claim holds comparisons of cell
 means such as ``question-formation/Tf full.linear > full.hierarchical``. For each
 comparison we compute
 
@@ -33,7 +33,7 @@ from functools import cache
 from importlib import resources
 
 from fruit.errors import FruitError
-from fruit.reporting_runs import COLUMNS, RunResult
+from fruit.reporting.runs import COLUMNS, RunResult
 
 ALPHA = 0.05
 MIN_RUNS = 3
@@ -115,7 +115,7 @@ class ClaimResult:
 
 def parse_check(text: str) -> Check:
     """``"<task>/<arch> <acc>.<col> <op> <right>"`` -> Check (FruitError naming the text)."""
-    from fruit.models.registry import ARCHITECTURES
+    from fruit.names import ARCHITECTURES
     from fruit.tasks import TASKS
 
     match = _CHECK.match(text.strip())
@@ -145,10 +145,10 @@ def parse_check(text: str) -> Check:
 
 @cache
 def load_claims() -> tuple[Claim, ...]:
-    """The claims of ``reporting_data/claims.toml``, parsed."""
+    """The claims of ``reporting/data/claims.toml``, parsed."""
     from fruit.profiles import tomllib
 
-    text = resources.files("fruit").joinpath("reporting_data", "claims.toml").read_text("utf-8")
+    text = resources.files("fruit.reporting").joinpath("data", "claims.toml").read_text("utf-8")
     return tuple(
         Claim(c["id"], c["claim"], tuple(parse_check(t) for t in c["checks"]))
         for c in tomllib.loads(text)["claims"]
@@ -198,7 +198,7 @@ def _values(runs: list[RunResult], side: Side) -> list[tuple[int, float]]:
 def _paper_mean(side: Side) -> float:
     if side.number is not None:
         return side.number
-    from fruit.reporting_tables import paper_table
+    from fruit.reporting.tables import paper_table
 
     row = next(r for r in paper_table(side.task).rows if r.architecture == side.architecture)
     return row.cells[COLUMNS.index((side.accuracy, side.column))].mean

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from fruit.errors import FruitError
-from fruit.models import build_model
-from fruit.reporting_explore import (
+from fruit.explore import (
     LoadedRun,
     best_outputs,
     first_words,
@@ -19,6 +18,7 @@ from fruit.reporting_explore import (
     stack_actions,
     target_probability,
 )
+from fruit.models import build_model
 from fruit.tasks import Vocabulary, get_task
 
 WORDS = ["quest", "sleeps", "the"]  # a 3-word vocabulary; "quest" is question formation's marker
@@ -118,7 +118,7 @@ def test_load_run_defaults_to_the_automatic_device(tmp_path):
     import json
 
     from fruit.device import resolve_device
-    from fruit.reporting_explore import load_run
+    from fruit.explore import load_run
 
     data = tmp_path / "data" / "question-formation"
     data.mkdir(parents=True)

@@ -3,7 +3,7 @@
 A ``Table`` holds one task: a ``Row`` per architecture (seven ``Cell``s each, in ``COLUMNS``
 order) and the prior-work rows that the paper prints below a rule. The same ``Table`` is
 built either from our run folders (``aggregate``) or from the transcribed paper numbers
-(``paper_table``), and rendered by ``fruit.reporting_render``.
+(``paper_table``), and rendered by ``fruit.reporting.render``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from importlib import resources
 import numpy as np
 
 from fruit.errors import unknown_choice
-from fruit.reporting_runs import (
+from fruit.reporting.runs import (
     ARCHITECTURE_ORDER,
     COLUMNS,
     TASK_ORDER,
@@ -196,7 +196,7 @@ def tasks_with_runs(runs: list[RunResult]) -> list[str]:
 
 
 def _read_data(name: str) -> list[dict[str, str]]:
-    text = resources.files("fruit").joinpath("reporting_data", name).read_text(encoding="utf-8")
+    text = resources.files("fruit.reporting").joinpath("data", name).read_text(encoding="utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 

@@ -10,7 +10,7 @@ The functions the notebooks (``tables.ipynb``, ``figures.ipynb``) and ``fruit re
     write_paper_figures("figures/paper-reported")
 
 ``report(...)`` does all of it and returns ``(tables, written)``. Reporting reads only ``metrics.json`` files and the
-transcribed paper numbers (``fruit/reporting_data``).
+transcribed paper numbers (``fruit/reporting/data``).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 
 from fruit.errors import FruitError
 from fruit.io import atomic_write_text
-from fruit.reporting_figures import (
+from fruit.reporting.figures import (
     bar_chart_figure,
     figure_pixels,
     ours_vs_paper_figure,
     save_figure,
 )
-from fruit.reporting_render import (
+from fruit.reporting.render import (
     caption,
     csv_records,
     csv_table,
@@ -33,8 +33,8 @@ from fruit.reporting_render import (
     markdown_comparison,
     markdown_table,
 )
-from fruit.reporting_runs import ARCHITECTURE_ORDER, COLUMNS, TASK_ORDER, TASK_TITLES, load_runs
-from fruit.reporting_tables import (
+from fruit.reporting.runs import ARCHITECTURE_ORDER, COLUMNS, TASK_ORDER, TASK_TITLES, load_runs
+from fruit.reporting.tables import (
     PAPER,
     Cell,
     Row,
@@ -95,7 +95,7 @@ def load_tables(
 
 
 def tables_from_runs(runs, profile: str, expected_runs: int | None = None) -> dict[str, Table]:
-    """``load_tables`` on runs already read (``fruit.reporting_runs.load_runs``)."""
+    """``load_tables`` on runs already read (``fruit.reporting.runs.load_runs``)."""
     settings = profile_settings(profile)
     expected = expected_runs or (settings.final_runs if settings else None)
     tables = {}
@@ -166,9 +166,9 @@ def write_bar_charts(
 
 
 def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Path) -> list[Path]:
-    """``claims.md`` / ``.csv`` / ``.tex``: every claim of ``reporting_data/claims.toml``
-    checked on the profile's final runs (``fruit.reporting_claims``)."""
-    from fruit.reporting_claims import (
+    """``claims.md`` / ``.csv`` / ``.tex``: every claim of ``reporting/data/claims.toml``
+    checked on the profile's final runs (``fruit.reporting.claims``)."""
+    from fruit.reporting.claims import (
         claims_records,
         evaluate_claims,
         latex_claims,

@@ -1,0 +1,1 @@
+"""The subcommands of ``fruit`` (``fruit.cli``): one module each, imported only when it runs."""

@@ -1,0 +1,15 @@
+"""Experiments: a profile's runs planned, executed on Dask, selected and reported
+(docs/paper.md §12, docs/architecture.md §4, §7).
+
+* ``plan``    -- a profile -> run specifications (``RunSpec``: seeds, search draws), the
+  plan record, the check of a finished folder, the selection of the best trial;
+* ``sweep``   -- ``Sweep``: data, search, selection, final runs and reports on a cluster,
+  time limits, progress (``Progress``, ``SweepResult``);
+* ``reports`` -- the report notebooks a finished sweep executes;
+* ``worker``  -- what a Dask worker executes: one run's train notebook, one report notebook;
+* ``cluster`` -- where the runs execute: ``local_cluster``, ``attach``, ``jobqueue_cluster``;
+* ``cost``    -- ``fruit run --dry-run``'s estimate of runs and core-hours.
+
+Model and training code runs inside the train notebook that each run executes, never in
+the sweep's process; from ``fruit.training`` the sweep takes only ``prepare_data``.
+"""

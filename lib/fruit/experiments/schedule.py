@@ -1,0 +1,205 @@
+"""The bookkeeping of one ``Sweep.run()`` (docs/architecture.md §4, steps 4-6).
+
+A ``Schedule`` holds what that call has submitted and what each outcome unlocks: the
+search runs of every (task, architecture) pair, their finished metrics and failures,
+the pending Dask futures. A finished search run may close its pair's search, which picks
+the winning trial (``selection.json``) and submits the pair's final runs; a failed run is
+retried, then recorded; at the time limit whatever is still pending is abandoned (its
+last checkpoint stays for the next call). Submitting and the settings are the ``Sweep``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fruit.experiments.plan import (
+    RunSpec,
+    final_specs,
+    relative_cost,
+    search_specs,
+    select_best,
+    selection_record,
+)
+from fruit.experiments.worker import EXECUTED_NOTEBOOK
+from fruit.io import atomic_write_json
+
+if TYPE_CHECKING:
+    from fruit.experiments.sweep import Progress, Sweep, SweepResult
+
+
+def _write_if_changed(path: Path, record: dict) -> None:
+    """Write a JSON record unless the file already holds it (a rerun touches nothing)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")) == json.loads(json.dumps(record)):
+            return
+    except (FileNotFoundError, json.JSONDecodeError):
+        pass
+    atomic_write_json(path, record)
+
+
+def planned_runs(sweep: Sweep) -> int:
+    """How many runs the sweep's pairs hold: their search trials and final runs."""
+    pairs = dict.fromkeys(sweep.pairs)
+    return len(pairs) * (sweep.profile.search_trials + sweep.profile.final_runs)
+
+
+class Schedule:
+    """The runs of one ``Sweep.run()``: submitted, finished, failed, and what comes next."""
+
+    def __init__(self, sweep: Sweep, result: SweepResult, progress: Progress):
+        self.sweep, self.profile = sweep, sweep.profile
+        self.result, self.progress = result, progress
+        self.search = {g: search_specs(self.profile, *g) for g in sweep.pairs}
+        self.search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
+        self.pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
+
+    def execute(self) -> None:
+        """Submit every unfinished run and follow them until none is pending (or the
+        time limit ends the sweep)."""
+        # Costliest first: idle workers take runs as soon as they are submitted, so the
+        # submission order (not only the Dask priority) decides what starts first.
+        for spec in sorted(self._collect_finished(), key=relative_cost, reverse=True):
+            self._launch(spec)
+        for group in self.search:
+            if self._search_closed(group):
+                self._start_finals(group)
+
+        deadline = self.sweep.deadline
+        while self.pending:
+            self.progress.running = self._running()
+            self.progress.show(self._left_specs())
+            if deadline is not None and time.time() >= deadline:
+                self._abandon()
+                break
+            done = [f for f in self.pending if f.done()]
+            if not done:
+                time.sleep(self.sweep.poll_seconds)
+            for future in done:
+                spec, attempt = self.pending.pop(future)
+                if future.status == "finished":
+                    self._on_result(spec, *future.result())
+                else:
+                    self._on_failure(spec, attempt, future.exception())
+        self.progress.running = 0
+        self.progress.show([], force=True)
+        self.progress.end()
+
+    def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
+        stop_at = self.sweep.stop_at
+        if stop_at is not None and time.time() >= stop_at:
+            return  # left for the next call
+        self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
+
+    def _abandon(self) -> None:
+        """At the time limit: give up what is still pending (a run evaluating, one that
+        has not reached a pause); its last checkpoint stays for the next call."""
+        for future, (spec, _) in list(self.pending.items()):
+            future.cancel()
+            self.sweep.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
+        self.pending.clear()
+
+    def _found_complete(self) -> None:
+        self.result.found_complete += 1
+        self.progress.done += 1
+
+    def _collect_finished(self) -> list[RunSpec]:
+        """Record the search runs already finished; return the others."""
+        unfinished = []
+        for group, specs in self.search.items():
+            for spec in specs:
+                metrics = self.sweep.finished(spec)
+                if metrics is None:
+                    unfinished.append(spec)
+                else:
+                    self.search_done[group].append(metrics)
+                    self._found_complete()
+        return unfinished
+
+    def _search_closed(self, group) -> bool:
+        """Every search trial of the group finished or failed for good."""
+        closed = len(self.search_done[group]) + self.search_failed[group]
+        return closed == len(self.search[group])
+
+    def _on_result(self, spec: RunSpec, metrics: dict | None, seconds: float) -> None:
+        if metrics is None:  # paused at, or not started after, the time limit
+            if seconds > 0:
+                self.result.paused.append(spec.name)
+            return
+        self.result.trained += 1
+        self.progress.done += 1
+        if seconds > 0:
+            self.progress.finished(spec, seconds, metrics.get("epochs"))
+        if spec.phase == "search":
+            group = (spec.task, spec.architecture)
+            self.search_done[group].append(metrics)
+            if self._search_closed(group):
+                self._start_finals(group)
+
+    def _on_failure(self, spec: RunSpec, attempt: int, error: BaseException) -> None:
+        say = self.sweep.say
+        message = str(error) or type(error).__name__
+        if type(error).__name__ == "KilledWorker":
+            message = f"{spec.name}: its worker died repeatedly ({error})"
+        if attempt <= self.sweep.retries:
+            say(f"retrying {spec.name} (attempt {attempt + 1}): {message}")
+            self._launch(spec, attempt + 1)
+            return
+        notebook = spec.folder(self.sweep.results_dir) / EXECUTED_NOTEBOOK
+        self.result.add_failure(spec.name, message, notebook)
+        self.progress.failed += 1
+        say(f"FAILED {spec.name} after {attempt} attempt(s): {message}")
+        if spec.phase == "search":
+            group = (spec.task, spec.architecture)
+            self.search_failed[group] += 1
+            if self._search_closed(group):
+                self._start_finals(group)
+
+    def _skip(self, group, why: str) -> None:
+        self.result.skipped_groups.append("/".join(group))
+        self.result.total -= self.profile.final_runs
+        self.progress.total -= self.profile.final_runs
+        self.sweep.say(f"final runs of {'/'.join(group)} skipped: {why}")
+
+    def _start_finals(self, group) -> None:
+        """Submit the group's final runs with the fixed setting or the search winner's."""
+        profile, (task, arch) = self.profile, group
+        if profile.search_trials == 0:
+            lr, b = profile.final_learning_rate, profile.final_batch_tokens
+        elif self.search_failed[group]:
+            return self._skip(group, "search trials failed")
+        else:
+            best = select_best(self.search_done[group])
+            if best is None:
+                return self._skip(group, "no trial has a finite validation cross-entropy")
+            lr, b = best["learning_rate"], best["batch_tokens"]
+            selection = selection_record(self.search_done[group], best)
+            _write_if_changed(self.sweep.runs_root / task / arch / "selection.json", selection)
+        for spec in final_specs(profile, task, arch, lr, b):
+            if self.sweep.finished(spec) is not None:
+                self._found_complete()
+            else:
+                self._launch(spec)
+
+    def _running(self) -> int:
+        """How many of our pending runs a worker is executing right now."""
+        try:
+            processing = self.sweep.client.processing()
+        except Exception:  # noqa: BLE001 - the display must not break the sweep
+            return 0
+        keys = {f.key for f in self.pending}
+        busy = sum(1 for ks in processing.values() for k in ks if k in keys)
+        return min(busy, self.sweep.cluster.slots())
+
+    def _left_specs(self) -> list[RunSpec]:
+        """Runs still to do (pending, plus final runs of groups whose search is open),
+        for the time estimate."""
+        left = [s for s, _ in self.pending.values()]
+        for task, arch in self.search:
+            if not self._search_closed((task, arch)):
+                left += final_specs(self.profile, task, arch, 0.0, 0)
+        return left

@@ -1,0 +1,342 @@
+"""The experiment runner: data, search, selection, final runs, reports -- on Dask.
+
+``Sweep(profile, cluster, ...).run()`` does, in order:
+
+1. write ``plan.json`` (profile, every seed and search draw) into the profile's runs folder;
+2. prepare each task's data folder once (one Dask task per task);
+3. submit every unfinished search run (a run folder with ``metrics.json`` is complete and
+   is skipped; one without it is resumed from its checkpoint by the train notebook);
+4. as soon as all search trials of a (task, architecture) pair are finished, pick the
+   trial with the lowest best validation cross-entropy (``selection.json``) and submit
+   that pair's final runs;
+5. retry a failed run up to ``retries`` times, then report it by name with its executed
+   notebook and go on with the others;
+6. execute ``tables.ipynb``, ``figures.ipynb`` and ``reproduction.ipynb`` when every run
+   finished.
+
+With a ``time_limit`` the sweep ends by itself before that many seconds: no run starts
+after ``stop_at`` (the limit less a reserve for evaluations and closing down), a run in
+progress pauses before it with its whole state in ``checkpoint.pt``, and at the limit
+itself anything still going is abandoned (records are written atomically, so nothing is
+half-written). The same command later goes on where this one stopped, and a run paused
+and resumed ends exactly as an uninterrupted one would.
+
+A one-line progress display shows runs done / running / failed / left and an estimate
+of the time remaining. The bookkeeping of one ``run()`` (what each finished or failed run
+unlocks next) is ``fruit.experiments.schedule``; the report notebooks,
+``fruit.experiments.reports``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from fruit.errors import FruitError
+from fruit.experiments.cost import FINAL_EPOCHS
+from fruit.experiments.plan import RunSpec, check_metrics_match, groups, plan, relative_cost
+from fruit.experiments.reports import run_reports
+from fruit.experiments.schedule import Schedule, planned_runs
+from fruit.experiments.worker import allocator_environment, execute_run
+from fruit.io import atomic_write_json, read_metrics
+from fruit.profiles import Profile
+
+
+@dataclasses.dataclass
+class Failure:
+    name: str
+    message: str
+    notebook: Path
+
+
+@dataclasses.dataclass
+class SweepResult:
+    total: int = 0  # runs planned (search + final)
+    found_complete: int = 0  # skipped: metrics.json already there
+    trained: int = 0  # executed to completion by this invocation
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    skipped_groups: list[str] = dataclasses.field(default_factory=list)
+    paused: list[str] = dataclasses.field(default_factory=list)  # stopped at the time limit
+    left: int = 0  # runs not finished when a time limit ended the sweep
+    reports: list[Path] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.skipped_groups
+
+    @property
+    def complete(self) -> bool:
+        """Every planned run finished (nothing left for a later call)."""
+        return self.ok and self.left == 0
+
+    def add_failure(self, name: str, message: str, notebook: Path) -> None:
+        """A run failed for good (after its retries)."""
+        self.failures.append(Failure(name, message, notebook))
+
+
+class Progress:
+    """Runs done / running / failed / left, and a time estimate from finished runs."""
+
+    def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
+        self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
+        self.done = self.failed = self.running = 0
+        self.durations: dict[str, list[float]] = defaultdict(list)  # seconds per epoch
+        self.start = time.monotonic()
+        self._last_line = ""
+        self._last_print = 0.0
+        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+
+    def finished(self, spec: RunSpec, seconds: float, epochs: float | None = None) -> None:
+        """A run of ``spec`` took ``seconds`` for ``epochs`` epochs (default: its maximum)."""
+        epochs = epochs if epochs and epochs > 0 else spec.max_epochs
+        self.durations[spec.architecture].append(seconds / epochs)
+
+    def estimate(self, left: list[RunSpec]) -> float | None:
+        """Seconds until the runs ``left`` are done: each at its architecture's measured
+        seconds per epoch times its maximum epochs, at most ``FINAL_EPOCHS`` (early
+        stopping ends final runs; fruit.experiments.cost), spread over the run slots."""
+        if not left:
+            return 0.0
+        everything = [r for rates in self.durations.values() for r in rates]
+        if not everything:
+            return None
+        overall = sum(everything) / len(everything)
+        work = 0.0
+        for s in left:
+            rates = self.durations.get(s.architecture)
+            work += (sum(rates) / len(rates) if rates else overall) * min(
+                s.max_epochs, FINAL_EPOCHS
+            )
+        return work / self.slots
+
+    def show(self, left: list[RunSpec], force: bool = False) -> None:
+        if self.stream is None:
+            return
+        eta = self.estimate(left)
+        remaining = "?" if eta is None else _clock(eta)
+        line = (
+            f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "
+            f"/ left {self.total - self.done - self.failed - self.running} of {self.total}"
+            f" | elapsed {_clock(time.monotonic() - self.start)} | remaining ~{remaining}"
+        )
+        now = time.monotonic()
+        if self._tty:
+            self.stream.write("\r" + line.ljust(len(self._last_line)))
+            self.stream.flush()
+        elif (
+            force
+            or line.split(" | ")[0] != self._last_line.split(" | ")[0]
+            or now - self._last_print > 60
+        ):
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self._last_print = now
+        self._last_line = line
+
+    def end(self) -> None:
+        if self.stream is not None and self._tty:
+            self.stream.write("\n")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Sweep:
+    """A profile's runs on a Dask cluster (see the module's docstring); ``run()`` does it."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        cluster,
+        *,
+        results_dir: str | Path = "results",
+        data_dir: str | Path | None = None,
+        notebook: str | Path,
+        device: str = "auto",
+        retries: int = 2,
+        reports: bool = True,
+        published_dir: str | Path | None = None,
+        figures_dir: str | Path = "figures",
+        time_limit: float | None = None,
+        only: tuple[tuple[str, str], ...] | None = None,
+        allocator: dict[str, str] | None = None,
+        stream: TextIO | None = sys.stdout,
+        poll_seconds: float = 1.0,
+    ):
+        self.profile = profile
+        self.cluster = cluster
+        self.client = cluster.client
+        self.results_dir = Path(results_dir).resolve()
+        self.runs_root = self.results_dir / "runs" / profile.name
+        self.data_dir = Path(data_dir or Path("data") / profile.name).resolve()
+        self.notebook = Path(notebook).resolve()
+        if not self.notebook.is_file():
+            raise FruitError(f"train notebook {str(self.notebook)!r} does not exist")
+        self.device = device
+        self.published_dir = None if published_dir is None else Path(published_dir).resolve()
+        self.retries = retries
+        self.reports = reports
+        self.tables_dir = self.results_dir / "tables"
+        self.figures_dir = Path(figures_dir).resolve()
+        self.stream = stream
+        self.poll_seconds = poll_seconds
+        if time_limit is not None and not time_limit > 0:
+            raise FruitError(f"the time limit must be positive, not {time_limit}")
+        self.time_limit = time_limit
+        # the (task, architecture) pairs this call trains: the profile's, or a subset
+        self.pairs = (
+            list(groups(profile)) if only is None else [g for g in groups(profile) if g in only]
+        )
+        if not self.pairs:
+            raise FruitError(f"no (task, architecture) pair of profile {profile.name} is selected")
+        # the kernels get the launching process's malloc settings, not the Dask workers'
+        # (fruit.experiments.worker._ALLOCATOR_PREFIX). Take them before any Dask nanny
+        # starts in this process: a nanny writes its settings into os.environ.
+        self.allocator = allocator_environment() if allocator is None else dict(allocator)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def finished(self, spec: RunSpec) -> dict[str, Any] | None:
+        """The run's metrics.json, when it finished (and holds this very run), else None."""
+        folder = spec.folder(self.results_dir)
+        metrics = read_metrics(folder)
+        if metrics is not None:
+            check_metrics_match(spec, metrics, folder)
+        return metrics
+
+    def submit(self, spec: RunSpec, attempt: int):
+        """Submit one attempt at a run to the cluster; returns its future."""
+        params = spec.parameters(
+            self.profile,
+            data_dir=self.data_dir,
+            run_dir=spec.folder(self.results_dir),
+            results_dir=self.results_dir,
+            device=self.device,
+            threads=self.cluster.threads,
+        )
+        return self.client.submit(
+            execute_run,
+            spec.name,
+            str(self.notebook),
+            params,
+            attempt,
+            self.cluster.threads,
+            self.allocator,
+            self.stop_at,
+            key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
+            pure=False,
+            retries=0,
+            priority=relative_cost(spec),
+            resources=self.cluster.resources,
+        )
+
+    # -- phases -----------------------------------------------------------------
+
+    def prepare_data(self) -> None:
+        from fruit.training.data import prepare_data  # as `fruit train --generate-data`
+
+        futures = {
+            task: self.client.submit(
+                prepare_data,
+                str(self.data_dir),
+                task,
+                self.profile.task_data_seed(task),
+                self.profile.sizes,
+                self.profile.data_source,
+                None if self.published_dir is None else str(self.published_dir),
+                key=f"data-{self.profile.name}-{task}",
+                pure=False,
+            )
+            for task in dict.fromkeys(t for t, _ in self.pairs)
+        }
+        for task, future in futures.items():
+            try:
+                outcome = future.result()
+            except FruitError:
+                raise
+            except Exception as e:
+                raise FruitError(
+                    f"preparing the data of {task} failed: {type(e).__name__}: {e}"
+                ) from e
+            self.say(f"data {task}: {outcome} in {self.data_dir / task}")
+
+    def run(self) -> SweepResult:
+        self._start = time.monotonic()
+        self.deadline = self.stop_at = None
+        if self.time_limit is not None:
+            # to abandon what is still running and close the cluster (a LocalCluster
+            # takes a few seconds to stop its workers and their kernels)
+            closing = min(30.0, max(5.0, 0.05 * self.time_limit))
+            evaluation = min(600.0, 0.1 * self.time_limit)  # a run's final evaluation
+            self.deadline = time.time() + self.time_limit - closing
+            self.stop_at = self.deadline - evaluation
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.runs_root / "plan.json", plan(self.profile))
+        result = SweepResult(total=planned_runs(self))
+        progress = Progress(result.total, self.cluster.slots(), self.stream, self.profile.name)
+        schedule = Schedule(self, result, progress)
+
+        profile = self.profile
+        selected = "" if len(self.pairs) == len(profile.pairs) else f" (of {len(profile.pairs)})"
+        self.say(
+            f"profile {profile.name} ({profile.source}): {len(self.pairs)}{selected} "
+            f"(task, architecture) pair(s), {profile.search_trials} search trial(s) + "
+            f"{profile.final_runs} final run(s) each; {self.cluster.description}"
+        )
+        self.prepare_data()
+        schedule.execute()
+
+        result.seconds = time.monotonic() - self._start
+        result.left = result.total - result.trained - result.found_complete - len(result.failures)
+        self._summarise(result)
+        if self.reports:
+            if result.complete:
+                result.reports = self.run_reports()
+            elif result.ok:
+                self.say("tables and figures not made: runs are left (see above)")
+            else:
+                self.say("tables and figures not made: some runs failed or were skipped")
+        result.seconds = time.monotonic() - self._start
+        return result
+
+    def _summarise(self, result: SweepResult) -> None:
+        self.say(
+            f"runs: {result.trained} trained, {result.found_complete} found complete, "
+            f"{len(result.failures)} failed, of {result.total}; {_clock(result.seconds)}"
+        )
+        for f in result.failures:
+            self.say(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")
+        if result.left and self.time_limit is not None:
+            paused = f" ({len(result.paused)} paused mid-run)" if result.paused else ""
+            self.say(
+                f"time limit reached: {result.left} run(s) left{paused}; every finished run "
+                "is recorded, and the same command goes on from here"
+            )
+
+    def run_reports(self) -> list[Path]:
+        """Execute tables.ipynb, figures.ipynb and reproduction.ipynb (next to the train
+        notebook), in parallel on the cluster; their executed copies go to
+        ``results/notebooks/<profile>/`` (``fruit.experiments.reports``)."""
+        return run_reports(
+            self.client,
+            notebook_dir=self.notebook.parent,
+            results_dir=self.results_dir,
+            tables_dir=self.tables_dir,
+            figures_dir=self.figures_dir,
+            profile=self.profile.name,
+            allocator=self.allocator,
+            resources=self.cluster.resources,
+            say=self.say,
+        )

@@ -1,0 +1,51 @@
+"""Training one run into a run folder (docs/paper.md §11-§13, docs/contracts.md §5).
+
+```python
+from fruit import training
+
+config = training.RunConfig("question-formation", "Tf+Nd", profile="smoke", generate_data=True)
+run = training.Run(config, "results/runs/smoke/question-formation/Tf+Nd/final-0")
+run.train(progress=True)      # resumes from checkpoint.pt when the folder has one
+metrics = run.finish()        # evaluation with best.pt, then metrics.json
+training.read_log(run.dir)    # log.csv as a DataFrame
+```
+
+The modules, from the bottom up: ``data`` (``prepare_data``, ``load_data``: a task's data
+folder and a run's splits), ``config`` (``RunConfig``, ``resolve_config``: every setting,
+completed from the profile), ``checkpoints`` (``TrainingState``, ``checkpoint.pt``,
+``best.pt``, ``log.csv``), ``loop`` (``Run``, ``train_run``: the optimisation, pausing
+and resuming, evaluation, ``metrics.json``).
+"""
+
+from fruit.training.checkpoints import LOG_COLUMNS, TrainingState, read_log
+from fruit.training.config import PROFILE_FIELDS, RunConfig, resolve_config, run_dir_for
+from fruit.training.data import (
+    DATA_MARKER,
+    MIN_GENERATED_TRAIN,
+    SPLIT_FIELDS,
+    TaskData,
+    load_data,
+    prepare_data,
+    published_folder,
+)
+from fruit.training.loop import Run, default_model_factory, train_run
+
+__all__ = [
+    "DATA_MARKER",
+    "LOG_COLUMNS",
+    "MIN_GENERATED_TRAIN",
+    "PROFILE_FIELDS",
+    "SPLIT_FIELDS",
+    "Run",
+    "RunConfig",
+    "TaskData",
+    "TrainingState",
+    "default_model_factory",
+    "load_data",
+    "prepare_data",
+    "published_folder",
+    "read_log",
+    "resolve_config",
+    "run_dir_for",
+    "train_run",
+]

@@ -1,0 +1,203 @@
+"""A run's data: preparing a task's data folder, and reading a run's splits from it
+(docs/tasks.md, docs/contracts.md §1).
+
+``data_dir`` (default ``data/<profile>``) holds ``<task>/{train,dev,test,gen}.tsv``.
+With ``generate_data`` true, ``prepare_data`` -- the same function ``fruit run`` uses --
+generates an absent folder with seed ``data_seed`` (default
+``derive_seed(profile.data_seed, task)``), so ``fruit train --profile P`` and ``fruit run
+--profile P`` read the same files; otherwise a missing train.tsv is a one-line error
+naming ``fruit data``. A folder with some files but no train.tsv is never overwritten.
+
+This module needs no torch and no model code: the sweep calls ``prepare_data`` before
+any run starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fruit.errors import FruitError, unknown_choice
+from fruit.io import atomic_write_json
+from fruit.profiles import DATA_SOURCES
+
+if TYPE_CHECKING:
+    from fruit.training.config import RunConfig
+
+# Generated train.tsv files have at least this many lines: train.tsv defines the
+# vocabulary, and a few hundred sentences may miss a word type (a run uses the first
+# train_size lines, so the sizes a run sees are still the profile's).
+MIN_GENERATED_TRAIN = 1_000
+DATA_MARKER = "data.json"  # written last by prepare_data: {task, seed, sizes}
+# split -> the RunConfig field that holds its size
+SPLIT_FIELDS = {"train": "train_size", "dev": "dev_size", "test": "test_size", "gen": "gen_size"}
+
+
+@dataclass
+class TaskData:
+    train: list
+    dev: list
+    test: list
+    gen: list  # (source, hierarchical target)
+    gen_linear: list  # (source, linear-rule target), same sources as gen
+    vocab: object
+
+
+def _first(examples, n, path):
+    if n is not None and len(examples) < n:
+        raise FruitError(
+            f"{path} has {len(examples)} examples but this run needs {n}; "
+            "regenerate the data (fruit data) or ask for fewer"
+        )
+    return examples if n is None else examples[:n]
+
+
+def published_folder(explicit=None) -> Path | None:
+    """Where the published files are read from: ``explicit``, else ``$FRUIT_DATASETS``,
+    else None (downloaded from the pinned commits, ``fruit.tasks.official``)."""
+    chosen = explicit or os.environ.get("FRUIT_DATASETS")
+    return Path(chosen) if chosen else None
+
+
+def prepare_data(
+    data_dir,
+    task_slug: str,
+    seed: int,
+    sizes: dict,
+    source: str = "generated",
+    published_dir=None,
+) -> str:
+    """Make ``data_dir/<task>/{train,dev,test,gen,gen.linear}.tsv`` unless already there.
+
+    Used by ``fruit run`` (once per task) and by a run with ``generate_data``.
+    ``source`` is the profile's ``[data] source``:
+
+    * ``"generated"``: ``get_task(task).generate(seed, sizes)`` with at least
+      ``MIN_GENERATED_TRAIN`` training lines;
+    * ``"published"``: the published dev/test/gen files (from ``published_folder(
+      published_dir)``, else downloaded), checked and fixed by ``fruit.tasks.official``,
+      with a generated train split (seed ``seed``) that avoids all their sentences.
+
+    The folder is made whole in a temporary sibling and renamed into place, with
+    ``data.json`` (task, seed, sizes, source) inside, so an interrupted preparation
+    leaves nothing behind and the next call makes exactly the same files. A folder whose
+    record has another seed or source, or fewer lines than asked, is an error (a run
+    reads the first lines of each split). A folder holding the four splits but no
+    ``data.json`` is taken as user-provided and used as it is; one with some files but
+    not all four splits is never overwritten. Returns "found" or "generated".
+    """
+    from fruit.tasks import SPLITS, get_task
+
+    if source not in DATA_SOURCES:
+        raise unknown_choice("data source", source, DATA_SOURCES)
+    root, task = Path(data_dir), get_task(task_slug)
+    folder = root / task_slug
+    sizes = {split: int(sizes[split]) for split in SPLITS}
+    sizes["train"] = max(sizes["train"], MIN_GENERATED_TRAIN)
+    have_splits = all((folder / f"{split}.tsv").is_file() for split in SPLITS)
+    marker = folder / DATA_MARKER
+    if marker.is_file():
+        found = json.loads(marker.read_text(encoding="utf-8"))
+        short = [s for s in SPLITS if found.get("sizes", {}).get(s, 0) < sizes[s]]
+        if (
+            found.get("task") != task_slug
+            or found.get("seed") != seed
+            or found.get("source", "generated") != source
+            or short
+        ):
+            raise FruitError(
+                f"{folder} holds data made with {found}, but this run needs {source} data "
+                f"with seed {seed} and sizes {sizes}; use another data folder or remove that one"
+            )
+        if have_splits:
+            return "found"
+    elif have_splits:
+        return "found"
+    if folder.is_dir() and any(folder.iterdir()):
+        what = (
+            "train.tsv is missing" if not (folder / "train.tsv").is_file() else "splits are missing"
+        )
+        raise FruitError(
+            f"no complete data for {task_slug}: {folder} holds some files but its {what}; "
+            f"remove that folder to have it made again (a partly filled folder is never overwritten)"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{task_slug}.", suffix=".partial", dir=root))
+    try:
+        record = _make_data(staging, task, seed, sizes, source, published_dir)
+        atomic_write_json(staging / task_slug / DATA_MARKER, record)
+        if folder.is_dir():
+            folder.rmdir()  # empty (checked above)
+        os.replace(staging / task_slug, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return "generated"
+
+
+def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_dir) -> dict:
+    """Write one task's splits into ``out/<task>/``; return its data.json record."""
+    from fruit.tasks.splits import write_task
+
+    record = {"task": task.slug, "seed": seed, "sizes": sizes, "source": source}
+    if source == "generated":
+        write_task(out, task, task.generate(seed=seed, sizes=sizes))
+        return record
+    from fruit.tasks import read_tsv
+    from fruit.tasks.official import import_official
+
+    where = published_folder(published_dir)
+    import_official(
+        out, [task.slug], where, seed, sizes["train"], log=lambda _: None, published_train=False
+    )
+    counts = {s: len(read_tsv(out / task.slug / f"{s}.tsv")) for s in sizes}
+    short = [f"{s} has {counts[s]} lines, {sizes[s]} asked" for s in sizes if counts[s] < sizes[s]]
+    if short:
+        raise FruitError(f"the published {task.slug} files are too small: {'; '.join(short)}")
+    record["sizes"] = counts
+    record["published"] = str(where.resolve()) if where else "downloaded from the pinned commits"
+    return record
+
+
+def load_data(config: RunConfig) -> TaskData:
+    """The run's splits from ``data_dir/<task>/`` (generating them if allowed and absent);
+    ``config`` is a resolved ``RunConfig`` (``fruit.training.resolve_config``)."""
+    from fruit.tasks import Vocabulary, get_task, read_tsv
+
+    task = get_task(config.task)
+    root = Path(config.data_dir)
+    folder = root / config.task
+    if config.generate_data:
+        sizes = {s: getattr(config, f) for s, f in SPLIT_FIELDS.items()}
+        prepare_data(root, config.task, config.data_seed, sizes, config.data_source)
+    if not (folder / "train.tsv").is_file():
+        empty = not folder.is_dir() or not any(folder.iterdir())
+        if not root.is_dir():
+            raise FruitError(
+                f"data directory {root} does not exist; create it with "
+                f"`fruit data --out {root}` (or generate_data=True)"
+            )
+        else:
+            raise FruitError(
+                f"no training data for {config.task}: {folder / 'train.tsv'} is missing; "
+                f"create it with `fruit data --out {root}`"
+                + (" (or generate_data=True)" if empty else "")
+            )
+    full_train = read_tsv(folder / "train.tsv")
+    vocab = Vocabulary.from_examples(full_train)  # train.tsv defines the vocabulary
+    data = {"train": _first(full_train, config.train_size, folder / "train.tsv")}
+    for split in ("dev", "test", "gen"):
+        path = folder / f"{split}.tsv"
+        data[split] = _first(read_tsv(path), getattr(config, SPLIT_FIELDS[split]), path)
+    linear_path = folder / "gen.linear.tsv"
+    if linear_path.is_file():
+        gen_linear = read_tsv(linear_path)[: len(data["gen"])]
+        if [s for s, _ in gen_linear] != [s for s, _ in data["gen"]]:
+            raise FruitError(f"{linear_path}: sources differ from {folder / 'gen.tsv'}")
+    else:
+        gen_linear = [(s, task.linear(s[:-1])) for s, _ in data["gen"]]
+    return TaskData(**data, gen_linear=gen_linear, vocab=vocab)

@@ -1,0 +1,394 @@
+"""Training one run into a run folder (docs/paper.md §11-§13, docs/contracts.md §5).
+
+The objective is language modelling on w = x y (source then target, no
+separator): the loss of a batch is the mean over its strings of -log p(w EOS),
+in nats. Adam with PyTorch defaults, gradients clipped to a global L2 norm of
+10. Every ``checkpoint_every`` training examples (the count carries over
+epochs): validation cross-entropy per token (EOS included), a reduce-on-plateau
+step of the learning rate (factor 0.5 after 2 checkpoints without strict
+improvement), early stopping after 3, and ``best.pt`` when the score improved.
+Evaluation uses the best parameters.
+
+A run folder (``Run.dir``) holds config.json, log.csv, checkpoint.pt, best.pt
+and, written atomically and last, metrics.json. A folder without metrics.json is
+unfinished; building a ``Run`` on it again resumes exactly from checkpoint.pt
+(parameters, optimiser, scheduler, RNG states, counters, position in the epoch;
+``fruit.training.checkpoints``). Settings: ``fruit.training.config``; data:
+``fruit.training.data``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from fruit import evaluation
+from fruit.batching import evaluation_batches, pad, training_batches
+from fruit.device import resolve_device
+from fruit.errors import FruitError
+from fruit.io import PAUSED_MARKER, atomic_write_json, read_metrics
+from fruit.provenance import provenance
+from fruit.training import checkpoints
+from fruit.training.checkpoints import CHECKPOINT, TrainingState, write_log
+from fruit.training.config import (
+    RunConfig,
+    evaluation_settings,
+    resolve_config,
+    write_or_check_config,
+)
+from fruit.training.data import TaskData, load_data
+
+
+def default_model_factory(config: RunConfig, vocab_size: int):
+    from fruit.models import build_model
+
+    return build_model(
+        config.architecture,
+        vocab_size=vocab_size,
+        target_params=config.target_params,
+        d=config.d,
+        **config.model_options,
+    )
+
+
+class Run:
+    """One training run bound to its folder; resumes from ``checkpoint.pt`` if present."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir,
+        *,
+        data: TaskData | None = None,
+        model_factory: Callable | None = None,
+    ):
+        from fruit.tasks import get_task
+
+        self.config = c = resolve_config(config)
+        self.dir = Path(run_dir)
+        self.task = get_task(c.task)
+        self.device = resolve_device(c.device)
+        self.data = data if data is not None else load_data(c)
+        self.vocab = self.data.vocab
+        self.eos_id = self.vocab.eos_id
+
+        torch.manual_seed(c.parameter_seed)  # initialisation, then the dropout stream
+        self.model = (model_factory or default_model_factory)(c, self.vocab.size).to(self.device)
+        self.optimizer, self.scheduler = optimiser(self.model, c)
+        encode = self.vocab.encode
+        self.train_strings = [encode(x) + encode(y) for x, y in self.data.train]
+        self.dev_strings = [encode(x) + encode(y) for x, y in self.data.dev]
+        self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
+        self.rng = random.Random(c.shuffle_seed)
+        self.state = TrainingState(epoch_rng_state=self.rng.getstate())
+        self.paused = False  # train() stopped at its stop_at (see train)
+        write_or_check_config(self.dir, config_record(self))
+        if (self.dir / CHECKPOINT).is_file() and not self.finished:
+            self.state = checkpoints.load_checkpoint(
+                self.dir, self.model, self.optimizer, self.scheduler, self.rng
+            )
+            write_log(self.dir, self.state.log)
+
+    # ------------------------------------------------------------------ files
+
+    @property
+    def finished(self) -> bool:
+        return (self.dir / "metrics.json").is_file()
+
+    @property
+    def num_parameters(self) -> int:
+        from fruit.models import num_parameters
+
+        return num_parameters(self.model)
+
+    def _save_checkpoint(self) -> None:
+        checkpoints.save_checkpoint(
+            self.dir, self.model, self.optimizer, self.scheduler, self.rng, self.state
+        )
+
+    def load_best(self) -> None:
+        """Put the best parameters (by validation cross-entropy) into ``self.model``."""
+        checkpoints.load_best(self.dir, self.model, self.device)
+
+    # ------------------------------------------------------------------ training
+
+    def validate(self) -> float:
+        """Cross-entropy per token (EOS included) on the dev set, in nats."""
+        return validation_cross_entropy(
+            self.model, self.dev_strings, self.dev_batches, self.eos_id, self.device
+        )
+
+    def _update(self, batch) -> float:
+        strings = [self.train_strings[i] for i in batch]
+        return update(self.model, self.optimizer, strings, self.eos_id, self.device, self.config)
+
+    def _elapsed(self) -> float:
+        """Training seconds over every attempt, up to now (``train`` sets the clock)."""
+        clock_start, seconds_before = self._clock
+        return seconds_before + (time.perf_counter() - clock_start)
+
+    def _checkpoint(self, on_checkpoint: Callable | None, bar=None) -> None:
+        st, c = self.state, self.config
+        score = self.validate()
+        learning_rate = self.optimizer.param_groups[0]["lr"]  # in force since the last one
+        improved = st.judge(score, c.early_stop_patience)
+        self.scheduler.step(score)
+        if improved:
+            checkpoints.save_best(self.dir, self.model, st.examples_seen, score)
+        st.seconds = self._elapsed()
+        row = st.log_checkpoint(score, learning_rate, len(self.train_strings), c.checkpoint_every)
+        write_log(self.dir, st.log)
+        self._save_checkpoint()
+        if bar is not None:
+            bar.set_postfix(val_ce=f"{row['validation_cross_entropy']:.4f}")
+        if on_checkpoint is not None:
+            on_checkpoint(self, row)
+
+    def _train_epoch(self, bar, on_checkpoint: Callable | None, stop_at: float | None) -> bool:
+        """Go on with the current epoch; True when it ran to its end, False when it
+        stopped early (a pause, divergence, early stopping)."""
+        st, c = self.state, self.config
+        self.rng.setstate(st.epoch_rng_state)
+        batches = training_batches([len(w) for w in self.train_strings], c.batch_tokens, self.rng)
+        while st.batch_index < len(batches):
+            if stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at:
+                self.paused = True
+                return False
+            batch = batches[st.batch_index]
+            batch_start = time.perf_counter()
+            loss = self._update(batch)
+            self._slowest_batch = max(self._slowest_batch, time.perf_counter() - batch_start)
+            st.batch_index += 1
+            if not math.isfinite(loss):
+                st.diverged = f"loss became {loss} at examples_seen={st.examples_seen}"
+                return False
+            st.count_batch(len(batch), loss)
+            if bar is not None:
+                bar.update(len(batch))
+            if st.since_checkpoint >= c.checkpoint_every:
+                self._checkpoint(on_checkpoint, bar)
+                if st.stopped or st.diverged:
+                    return False
+        return True
+
+    def train(
+        self,
+        progress=None,
+        on_checkpoint: Callable | None = None,
+        stop_at: float | None = None,
+    ) -> None:
+        """Train until early stopping, ``max_epochs``, or a nan/inf loss.
+
+        ``progress``: None, True (a tqdm bar) or a tqdm-like object with ``update(n)``.
+        ``on_checkpoint(run, row)`` is called after each checkpoint is saved.
+        ``stop_at`` (a ``time.time()`` value): pause before a batch that would likely
+        end after it -- the whole training state goes to ``checkpoint.pt``, ``paused``
+        becomes True, and a later ``train()`` continues exactly where this one stopped
+        (the same batches, random streams and optimiser state), so a paused-and-resumed
+        run ends with the same parameters and metrics as an uninterrupted one.
+        """
+        st, c = self.state, self.config
+        self.paused = False
+        (self.dir / PAUSED_MARKER).unlink(missing_ok=True)
+        if self.finished or st.training_done:
+            return
+        bar = _progress_bar(progress, total=c.max_epochs * len(self.train_strings))
+        if bar is not None:
+            bar.update(st.examples_seen)
+        self._clock = (time.perf_counter(), st.seconds)
+        self._slowest_batch = 0.0  # seconds, for stop_at
+        while (
+            not self.paused and not st.stopped and st.diverged is None and st.epoch < c.max_epochs
+        ):
+            if self._train_epoch(bar, on_checkpoint, stop_at):
+                st.epoch += 1
+                st.batch_index = 0
+                st.epoch_rng_state = self.rng.getstate()
+        if self.paused:
+            st.seconds = self._elapsed()
+            write_log(self.dir, st.log)
+            self._save_checkpoint()
+            record = {"examples_seen": st.examples_seen, "stop_at": stop_at}
+            atomic_write_json(self.dir / PAUSED_MARKER, record)
+        else:
+            if st.best is None and st.diverged is None:
+                # fewer examples than one checkpoint interval: validate once at the end
+                self._checkpoint(on_checkpoint)
+            st.training_done = True
+            st.seconds = self._elapsed()
+            self._save_checkpoint()
+        if bar is not None:
+            bar.close()
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self) -> dict:
+        """The paper's metrics with the best parameters."""
+        self.load_best()
+        d = self.data
+        return evaluation.evaluate(
+            self.model,
+            self.task,
+            self.vocab,
+            test=d.test,
+            gen=d.gen,
+            gen_linear=d.gen_linear,
+            device=self.device,
+            **evaluation_settings(self.config),
+        )
+
+    def finish(self) -> dict:
+        """Evaluate (unless diverged) and write metrics.json last; returns the metrics."""
+        if self.finished:
+            return read_metrics(self.dir)
+        st = self.state
+        if not st.training_done and st.diverged is None:
+            raise FruitError(f"{self.dir}: training has not finished; call train() first")
+        empty = {"test": None, "hierarchical": None, "linear": None, "log_ratio": None}
+        if st.diverged is None:
+            scores = self.evaluate()
+        else:
+            scores = {"full": dict(empty), "partial": dict(empty)}
+        metrics = _json_clean(metrics_record(self, scores))
+        atomic_write_json(self.dir / "metrics.json", metrics)
+        return metrics
+
+
+def config_record(run: Run) -> dict:
+    """config.json: every setting, and what the run made of them (d, parameters, V)."""
+    record = dataclasses.asdict(run.config)
+    record.update(
+        trial=run.config.index,  # docs/contracts.md §5 calls the index "trial" here
+        device=str(run.device),
+        d=getattr(run.model, "d", None),
+        num_parameters=run.num_parameters,
+        vocab_size=run.vocab.size,
+        provenance=provenance(run.device),  # code commit, packages, CPU/GPU
+    )
+    return record
+
+
+def optimiser(model, config: RunConfig):
+    """Adam with PyTorch's defaults and the reduce-on-plateau schedule (docs/paper.md §11)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer,
+        mode="min",
+        factor=config.lr_factor,
+        patience=config.lr_patience,
+        threshold=0.0,
+        cooldown=0,
+        min_lr=0.0,
+    )
+    return optimizer, scheduler
+
+
+def string_losses(model, strings, eos_id: int, device) -> torch.Tensor:
+    """Summed -log p(w EOS) per string, (B,), with the graph."""
+    tokens = pad(strings, 0, device)  # (B, n); padding is any valid id
+    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1)
+    logits = model(tokens)  # (B, n+1, V+1)
+    nll = F.cross_entropy(
+        logits.transpose(1, 2), targets, ignore_index=-1, reduction="none"
+    )  # (B, n+1)
+    return nll.sum(1)
+
+
+def validation_cross_entropy(model, strings, batches, eos_id: int, device) -> float:
+    """Cross-entropy per token (EOS included) of ``strings``, in nats, without dropout."""
+    total, tokens = 0.0, 0
+    with evaluation.evaluating(model):
+        for batch in batches:
+            chosen = [strings[i] for i in batch]
+            total += float(string_losses(model, chosen, eos_id, device).double().sum())
+            tokens += sum(len(w) + 1 for w in chosen)
+    return total / tokens
+
+
+def update(model, optimizer, strings, eos_id: int, device, config: RunConfig) -> float:
+    """One optimiser step on the mean loss of ``strings``, gradients clipped to
+    ``config.clip_norm``; returns the loss (no step when it is nan/inf)."""
+    model.train()
+    loss = string_losses(model, strings, eos_id, device).mean()
+    value = loss.item()
+    if not math.isfinite(value):
+        return value
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    optimizer.step()
+    return value
+
+
+def metrics_record(run: Run, scores: dict) -> dict:
+    """metrics.json of a run whose training ended (docs/contracts.md §5)."""
+    st, c = run.state, run.config
+    return {
+        "status": "complete" if st.diverged is None else "diverged",
+        "reason": st.diverged,
+        "task": c.task,
+        "architecture": c.architecture,
+        "phase": c.phase,
+        "index": c.index,
+        "seed": c.seed,
+        "profile": c.profile,
+        "learning_rate": c.learning_rate,
+        "batch_tokens": c.batch_tokens,
+        "d": getattr(run.model, "d", None),
+        "num_parameters": run.num_parameters,
+        "best_validation_cross_entropy": st.best,
+        "epochs": st.examples_seen / len(run.train_strings),
+        "examples_seen": st.examples_seen,
+        "train_seconds": round(st.seconds, 3),
+        "full": scores["full"],
+        "partial": scores["partial"],
+    }
+
+
+def _json_clean(obj):
+    """NaN/inf are not JSON: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_clean(v) for k, v in obj.items()}
+    return obj
+
+
+def _progress_bar(progress, total: int):
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        try:  # a widget in JupyterLab when ipywidgets is there, else a text bar
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            from tqdm import tqdm
+
+        return tqdm(total=total, unit="ex", desc="training")
+    return progress
+
+
+def train_run(
+    config: RunConfig,
+    run_dir,
+    *,
+    progress=None,
+    data=None,
+    model_factory=None,
+    stop_at: float | None = None,
+) -> dict | None:
+    """Train (or resume) one run and write its metrics; returns metrics.json's content,
+    or None when it paused at ``stop_at`` (see ``Run.train``)."""
+    done = read_metrics(run_dir)
+    if done is not None:
+        return done
+    run = Run(config, run_dir, data=data, model_factory=model_factory)
+    run.train(progress=progress, stop_at=stop_at)
+    return None if run.paused else run.finish()
