@@ -5,7 +5,8 @@ per source version, precision and machine, into a cache folder (``FRUIT_CACHE_DI
 else ``$XDG_CACHE_HOME/fruit``, else ``~/.cache/fruit``), and loaded with ctypes.
 Nothing depends on it: without a compiler, or with the environment variable
 ``FRUIT_NATIVE=0``, `library` returns None (after one warning when a build failed)
-and the pass runs the same computation as PyTorch operations.
+and the pass runs the same computation as PyTorch operations. `load` builds and loads
+any such C file the same way; the dVPDA kernels (fruit.stacks.dvpda_native) use it too.
 
 Flags: ``-O3 -march=native -ffast-math`` to compile (without ``-march=native`` where
 the compiler refuses it; ``-ffast-math`` is what lets
@@ -69,47 +70,55 @@ def _compiler() -> list[str] | None:
 @functools.cache
 def library(real: str) -> ctypes.CDLL | None:
     """The kernels compiled with REAL = ``real`` ("float" or "double"), or None."""
+    return load(SOURCE, real, _declare, _warn)
+
+
+def load(source: Path, real: str, declare, warn) -> ctypes.CDLL | None:
+    """Build (once, into the cache) and load the C file ``source`` with REAL = ``real``;
+    ``declare(lib)`` sets the argument types and returns the library; ``warn(reason)``
+    is called when it cannot be built. None when switched off or not built. Also used
+    for the dVPDA kernels (fruit.stacks.dvpda_native)."""
     if real not in REALS:
         raise ValueError(f"native.library: real must be one of {REALS}, got {real!r}")
     if not enabled():
         return None
     cc = _compiler()
     if cc is None:
-        _warn(f"no C compiler ({os.environ.get('CC', 'cc')}) found")
+        warn(f"no C compiler ({os.environ.get('CC', 'cc')}) found")
         return None
-    path = library_path(real, cc)
+    path = library_path(real, cc, source)
     try:
         if not path.exists():
-            _build(cc, real, path)
+            _build(cc, real, path, source)
         try:
             lib = ctypes.CDLL(str(path))
         except OSError:  # a damaged library in the cache: build it again, once
-            _build(cc, real, path)
+            _build(cc, real, path, source)
             lib = ctypes.CDLL(str(path))
     except (OSError, subprocess.SubprocessError) as error:
-        _warn(str(error))
+        warn(str(error))
         return None
-    return _declare(lib)
+    return declare(lib)
 
 
-def library_path(real: str, cc: list[str]) -> Path:
+def library_path(real: str, cc: list[str], source: Path = SOURCE) -> Path:
     """Where the library lives in the cache: one file per source version, flags,
     precision, compiler and CPU."""
-    source = SOURCE.read_bytes()
-    identity = [source, " ".join(COMPILE + LINK).encode(), real.encode(), " ".join(cc).encode()]
+    text = source.read_bytes()
+    identity = [text, " ".join(COMPILE + LINK).encode(), real.encode(), " ".join(cc).encode()]
     key = hashlib.sha256(b"\0".join([*identity, _machine().encode()])).hexdigest()[:16]
-    return cache_dir() / f"sup_cells-{real}-{key}.so"
+    return cache_dir() / f"{source.stem}-{real}-{key}.so"
 
 
-def _build(cc: list[str], real: str, path: Path) -> None:
+def _build(cc: list[str], real: str, path: Path, source: Path = SOURCE) -> None:
     """Compile, then link, into temporary files beside ``path``, then rename the library
     into place (a concurrent build of the same file is harmless; no half-written library
     is left). Linking is a separate step without -ffast-math: linked with it, GCC < 13
     adds a start-up routine that turns on flush-to-zero for the whole process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as tmp:
-        obj, lib = Path(tmp) / "sup_cells.o", Path(tmp) / "sup_cells.so"
-        compile_ = [*cc, f"-DREAL={real}", "-c", str(SOURCE), "-o", str(obj)]
+        obj, lib = Path(tmp) / f"{source.stem}.o", Path(tmp) / f"{source.stem}.so"
+        compile_ = [*cc, f"-DREAL={real}", "-c", str(source), "-o", str(obj)]
         portable = [flag for flag in COMPILE if flag != "-march=native"]
         try:
             _run([*compile_, *COMPILE])
@@ -153,5 +162,5 @@ def _warn(reason: str) -> None:
         f"LSTM+Sup run on PyTorch operations (same results, slower on the CPU): {reason}. "
         "Set FRUIT_NATIVE=0 to silence this.",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=4,
     )

@@ -7,6 +7,10 @@ Whole-sequence (training) API, pure functions, batched; reading t is after updat
 Step API: SuperpositionStack, DVPDAStack (initial / step / reading / select); both
 accept ``initial(..., length=T)``, a promise of at most T updates (Sup: keeps only the
 elements that can still reach the top; Nd: buffers allocated once).
+
+On the CPU the dVPDA runs on C kernels (dvpda.c, compiled on first use; see
+`dvpda_native`), with the PyTorch implementation of `scan` / `dvpda_step` as the
+reference and for CUDA; FRUIT_NATIVE=0 selects the reference everywhere.
 """
 
 from fruit.stacks.dvpda_step import DVPDAStack, dvpda_readings_stepwise

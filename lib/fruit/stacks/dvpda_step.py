@@ -1,10 +1,11 @@
 """dVPDA step API (decoding and stack-RNN training): `DVPDAStack`.
 
-The states of one run share preallocated buffers (`scan.Buffers`): update t writes
+The states of one run share preallocated buffers (`scan.new_buffers`: `scan.Buffers`,
+or on the CPU `dvpda_native.NativeBuffers` for the C kernels): update t writes
 entry t and column t of the table, and never rewrites earlier ones. Each update is
 one autograd Function (`_Update`) that saves only its own inputs; its backward is
 the same hand-written adjoint as `dvpda_readings`, run from the last update down,
-with the run's shared adjoint buffers (`scan.Adjoint`). Memory is therefore
+with the run's shared adjoint buffers (`buffers.adjoint()`). Memory is therefore
 O(B T^2 Q^2 S^2) for a differentiated run of T updates, and the readings and
 gradients are exactly those of `dvpda_readings`.
 
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from fruit.errors import FruitError
 from fruit.stacks.nondeterministic import check_shapes, initial_terms, reading_of
-from fruit.stacks.scan import COMPUTE_DTYPE, Adjoint, Buffers
+from fruit.stacks.scan import COMPUTE_DTYPE, Adjoint, Buffers, new_buffers
 
 INITIAL_CAPACITY = 16  # updates; grows geometrically when the length is not given
 
@@ -34,6 +35,7 @@ class _Run:
     """Buffers shared by the states of one run, and the adjoint of its current backward pass."""
 
     def __init__(self, buffers: Buffers, bottom_log: Tensor, limit: int | None):
+        """buffers: `scan.Buffers` or `dvpda_native.NativeBuffers` (`scan.new_buffers`)."""
         self.buffers = buffers
         self.bottom_log = bottom_log  # in the compute dtype
         self.limit = limit  # promised number of updates (column `limit` is never written)
@@ -52,9 +54,10 @@ class _Run:
 
     def adjoint_for(self, t: int) -> Adjoint:
         """The adjoint of the backward pass that is processing update t (a pass goes
-        from the last update down; reaching a t not below the previous one starts a new pass)."""
+        from the last update it reaches down to 1; reaching a t not below the previous one
+        starts a new pass, whose updates are t, t-1, ..., 1)."""
         if self.adjoint is None or t >= self.last_backward:
-            self.adjoint = Adjoint(self.buffers, n=self.length)
+            self.adjoint = self.buffers.adjoint(n=t)
         self.last_backward = t
         return self.adjoint
 
@@ -86,11 +89,11 @@ class _Update(torch.autograd.Function):
     """(logits (B, A), pushed_log (B, m), token of state t-1) -> (reading t, token of state t)."""
 
     @staticmethod
-    def forward(ctx, logits, pushed_log, token, run, t):
+    def forward(ctx, logits, pushed_log, token, run, t, keep_inputs):
         ctx.set_materialize_grads(False)
         run.reserve(t)
         write = run.writes_column(t)
-        reading = run.buffers.step(t, logits, pushed_log, write)
+        reading = run.buffers.step(t, logits, pushed_log, write, keep_inputs)
         run.length = t
         ctx.run, ctx.t, ctx.write = run, t, write
         ctx.save_for_backward(logits, pushed_log)
@@ -104,7 +107,7 @@ class _Update(torch.autograd.Function):
         g_logits, g_pushed = adjoint.step(
             run.buffers, ctx.t, ctx.write, g_reading, logits, pushed_log
         )
-        return g_logits, g_pushed, None, None, None
+        return g_logits, g_pushed, None, None, None, None
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ class DVPDAStack:
         dtype = bottom_log.dtype
         bottom_log = bottom_log.to(compute_dtype or dtype)
         capacity = INITIAL_CAPACITY if length is None else length
-        buffers = Buffers(bottom_log.detach(), batch_size, capacity, Q, S)
+        buffers = new_buffers(bottom_log.detach(), batch_size, capacity, Q, S)
         run = _Run(buffers, bottom_log, length)
         top = reading_of(*initial_terms(bottom_log, batch_size, Q * S))  # differentiable
         return DVPDAStack(Q, S, run, 0, _Start.apply(bottom_log, run), top, dtype)
@@ -156,8 +159,9 @@ class DVPDAStack:
         if self.t < run.length:  # a later state of this run exists: branch off a copy
             run = self._copy("step a state twice")
         work = run.bottom_log.dtype
+        keep = torch.is_grad_enabled() and (action_logits.requires_grad or pushed_log.requires_grad)
         reading, token = _Update.apply(
-            action_logits.to(work), pushed_log.to(work), self.token, run, self.t + 1
+            action_logits.to(work), pushed_log.to(work), self.token, run, self.t + 1, keep
         )
         return DVPDAStack(Q, S, run, self.t + 1, token, reading, self.dtype)
 

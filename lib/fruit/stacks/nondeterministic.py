@@ -74,7 +74,14 @@ def check_shapes(action_logits: Tensor, pushed_log: Tensor, num_states: int, num
 def _finite_max(x: Tensor, dims) -> Tensor:
     """Detached max over dims; 0 where it is -inf (all entries are log 0)."""
     mx = x.detach().amax(dim=dims)
-    return torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+    return torch.nan_to_num(mx, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def exp_shifted(x: Tensor) -> tuple[Tensor, Tensor]:
+    """exp(x - shift) and shift, the detached finite max over the last dimension (any
+    leading dimensions): the entries are at most 1, and 0 where x is -inf."""
+    shift = _finite_max(x, -1)
+    return torch.exp(x - shift[..., None]), shift
 
 
 def _positive(x: Tensor) -> Tensor:
@@ -96,11 +103,9 @@ class StepInputs:
 
     @staticmethod
     def make(action_logits: Tensor, pushed_log: Tensor, Q: int, S: int) -> StepInputs:
-        shift = _finite_max(action_logits, -1)
-        weights = torch.exp(action_logits - shift[:, None])
+        weights, shift = exp_shifted(action_logits)
         push, replace, pop = split_weights(weights, Q, S)
-        vector_shift = _finite_max(pushed_log, -1)
-        vector = torch.exp(pushed_log - vector_shift[:, None])
+        vector, vector_shift = exp_shifted(pushed_log)
         return StepInputs(push, replace, pop, weights, shift, vector, vector_shift)
 
 

@@ -15,6 +15,11 @@ By default the recurrences run in float64 whatever the input dtype: a float32 ra
 (e^±87) is too small for the relative magnitudes inside one column of the table when
 logits reach ±50 over hundreds of steps; float64 (e^±708) is not. Readings are cast
 back to the input dtype.
+
+This module is the PyTorch implementation (the reference, and the one CUDA runs). On
+the CPU, `dvpda_readings` and `new_buffers` take the C kernels instead whenever
+`dvpda_native.kernels` (the one place that chooses) returns them: the same quantities,
+computed one example at a time.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from fruit.stacks import dvpda_native
 from fruit.stacks.nondeterministic import (
     StepInputs,
     _positive,
@@ -54,10 +60,23 @@ def dvpda_readings(
     check_shapes(action_logits, pushed_log, num_states, num_symbols)
     dtype = action_logits.dtype
     work = compute_dtype or dtype
-    readings = _DVPDAScan.apply(
-        action_logits.to(work), pushed_log.to(work), bottom_log.to(work), num_states, num_symbols
-    )
+    inputs = action_logits.to(work), pushed_log.to(work), bottom_log.to(work)
+    lib = dvpda_native.kernels(inputs[0])
+    if lib is not None:
+        readings = dvpda_native.NativeScan.apply(*inputs, num_states, num_symbols, lib)
+    else:
+        readings = _DVPDAScan.apply(*inputs, num_states, num_symbols)
     return readings.to(dtype)
+
+
+def new_buffers(bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
+    """The buffers of a run in bottom_log's dtype and device: `dvpda_native.NativeBuffers`
+    where `dvpda_native.kernels` chooses the C kernels, else `Buffers`. Both have the
+    same interface (step, resized, adjoint)."""
+    lib = dvpda_native.kernels(bottom_log)
+    if lib is not None:
+        return dvpda_native.NativeBuffers(lib, bottom_log, batch_size, n, Q, S)
+    return Buffers(bottom_log, batch_size, n, Q, S)
 
 
 class Buffers:
@@ -101,9 +120,12 @@ class Buffers:
             setattr(out, name, y)
         return out
 
-    def step(self, t: int, logits: Tensor, pushed_log: Tensor, write_column: bool) -> Tensor:
+    def step(
+        self, t: int, logits: Tensor, pushed_log: Tensor, write_column: bool, keep_inputs=False
+    ) -> Tensor:
         """Update t (1 <= t <= n) from logits (B, A) and pushed_log (B, m): writes entry t
-        (and column t of the table if write_column, which needs t < N) -> reading (B, X*m)."""
+        (and column t of the table if write_column, which needs t < N) -> reading (B, X*m).
+        keep_inputs: a backward pass will follow (used by `NativeBuffers` only)."""
         Q, S = self.Q, self.S
         alpha, eta, psi, chi, phi = self.alpha, self.eta, self.psi, self.chi, self.phi
         inputs = StepInputs.make(logits, pushed_log, Q, S)
@@ -121,6 +143,11 @@ class Buffers:
             self.col_scale[:, t] = c
             phi[:, t] = phi[:, t - 1] + inputs.shift + torch.log(c)
         return reading_of(a_t, psi[:, t], e_t, chi[:, t])
+
+    def adjoint(self, n: int | None = None) -> Adjoint:
+        """The adjoint buffers of a backward pass over updates n, n-1, ..., 1 (default:
+        the capacity)."""
+        return Adjoint(self, n)
 
 
 class Adjoint:

@@ -1,0 +1,298 @@
+"""The dVPDA on the CPU through the C kernels of ``dvpda.c``: the same computation as
+`scan` (the PyTorch reference), with the same quantities under the same names.
+
+`kernels` decides, in one place, which implementation a run takes: the C kernels for
+float32 and float64 tensors on the CPU when they are built (compiled on first use by
+`fruit.models.native.load`, like the stack-RNN kernels, and switched off with
+FRUIT_NATIVE=0), PyTorch operations otherwise (CUDA, other dtypes, no compiler).
+
+What differs from `scan` is where the time goes, not what is computed:
+
+* the table of scaled inner weights holds only the triangle i < k (about half of
+  `scan.Buffers`' square table), cut into blocks of rows; for each block its tiles
+  over the columns lie one after the other (dvpda.c's header), so that the O(n^3)
+  pop contraction and its two adjoints stream through memory as small matrix
+  products with the accumulators in registers;
+* the whole-sequence API (`NativeScan`) runs one example at a time, forward and
+  backward, so that an example's table stays in the cache, and keeps only one
+  example's adjoint buffers;
+* the step API (`NativeBuffers.step`, `NativeAdjoint.step`) runs one update of every
+  example per call, with the run's adjoint buffers (GU, HR) as in `scan.Adjoint`;
+  this order is forced by the stack RNNs (the controller needs every reading of
+  update t before update t+1), so each update walks every example's table.
+
+The recurrences stay in float64 by default, as in `scan`: the table's rows span far
+more than float32's range with large logits (measured at n = 256, logits in
+[-50, 50]: the smallest row of a column is 1e-178 of the largest, and a float32
+table changes readings by 5%), and the float64 kernels meet the speed targets. The
+float32 kernels run when the recurrences are asked for in float32 (compute_dtype).
+
+The inputs of each update, weights = exp(logits - shift) and vector =
+exp(pushed_log - vector_shift), are computed here with PyTorch (`exp_shifted`), so the
+C code never sees an infinity; the gradients of the logits and pushed logs come back
+from the C code already multiplied by them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from fruit.stacks.nondeterministic import exp_shifted, initial_terms
+
+SOURCE = Path(__file__).with_name("dvpda.c")
+REAL = {torch.float32: "float", torch.float64: "double"}
+
+_idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
+
+
+class _Buffers(ctypes.Structure):  # dvpda.c's nd_buffers
+    _fields_ = [(name, _idx) for name in ("B", "Q", "S", "m", "n")] + [
+        (name, _ptr)
+        for name in (
+            "table", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta",
+        )
+    ]  # fmt: skip
+
+
+class _Adjoint(ctypes.Structure):  # nd_adjoint
+    _fields_ = [("top", _idx)] + [(name, _ptr) for name in ("g_alpha", "g_eta", "GU", "HR")]
+
+
+class _Inputs(ctypes.Structure):  # nd_inputs
+    _fields_ = [("T", _idx)] + [
+        (name, _ptr) for name in ("weights", "vector", "shift", "vector_shift")
+    ]
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    i, p, c = _idx, _ptr, ctypes.c_int
+    B, A, X = ctypes.POINTER(_Buffers), ctypes.POINTER(_Adjoint), ctypes.POINTER(_Inputs)
+    signatures = {
+        "nd_table_size": ([i, i, i], i),
+        "nd_hr_size": ([i, i, i], i),
+        "nd_forward_step": ([B, i, c, X, p], c),
+        "nd_backward_step": ([B, A, i, c, X, p, p, p], c),
+        "nd_forward_sequence": ([B, i, X, p], c),
+        "nd_backward_sequence": ([B, i, X, p, p, p, p], c),
+        "nd_copy_columns": ([i, i, i, p, i, p, i, i], c),
+    }
+    for name, (argtypes, restype) in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, restype
+    return lib
+
+
+def _warn(reason: str) -> None:
+    warnings.warn(
+        "fruit: the C kernels of the nondeterministic stack (dVPDA) are not available, so "
+        f"it runs on PyTorch operations (same results, slower on the CPU): {reason}. "
+        "Set FRUIT_NATIVE=0 to silence this.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+@functools.cache
+def library(real: str) -> ctypes.CDLL | None:
+    """dvpda.c compiled with REAL = ``real`` ("float" or "double"), or None."""
+    from fruit.models import native  # the build helper (imported on first use)
+
+    return native.load(SOURCE, real, _declare, _warn)
+
+
+def kernels(x: Tensor) -> ctypes.CDLL | None:
+    """The one place that chooses the implementation: the C kernels for a run whose
+    recurrences are in x's dtype and on x's device, or None for PyTorch operations."""
+    if x.device.type != "cpu" or x.dtype not in REAL:
+        return None
+    if os.environ.get("FRUIT_NATIVE", "1") == "0":
+        return None
+    return library(REAL[x.dtype])
+
+
+def _p(x: Tensor | None) -> int | None:
+    return None if x is None else x.data_ptr()
+
+
+def _check(rc: int) -> None:
+    if rc != 0:
+        raise MemoryError("dVPDA C kernels: could not allocate their workspace")
+
+
+def _inputs(logits: Tensor, pushed_log: Tensor):
+    """(weights, vector, shift, vector_shift) contiguous, and the ctypes view of them.
+    logits (B, [T,] A), pushed_log (B, [T,] m)."""
+    weights, shift = exp_shifted(logits.detach())
+    vector, vector_shift = exp_shifted(pushed_log.detach())
+    held = [x.contiguous() for x in (weights, vector, shift, vector_shift)]
+    T = logits.size(1) if logits.dim() == 3 else 1
+    return held, _Inputs(T, *(_p(x) for x in held))
+
+
+class NativeBuffers:
+    """`scan.Buffers` for the C kernels: alpha (B, n+1, X), eta (B, n+1, X, m), psi, chi,
+    phi, col_scale, n_alpha, n_eta (B, n+1) as there, and the table (B, size) in
+    dvpda.c's column layout, columns 1..n-1. Entry t is written by update t and never
+    rewritten."""
+
+    def __init__(self, lib, bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
+        B, X, m = batch_size, Q * S, bottom_log.size(0)
+        new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
+        self.lib, self.Q, self.S, self.m, self.n = lib, Q, S, m, n
+        self.table = torch.empty(B, lib.nd_table_size(Q, S, n), **new)
+        self.alpha = torch.empty(B, n + 1, X, **new)
+        self.eta = torch.empty(B, n + 1, X, m, **new)
+        self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
+        self.col_scale, self.n_alpha, self.n_eta = (torch.ones(B, n + 1, **new) for _ in range(3))
+        with torch.no_grad():
+            terms = initial_terms(bottom_log, B, X)
+        self.alpha[:, 0], self.psi[:, 0], self.eta[:, 0], self.chi[:, 0] = terms
+        self.prepared = {}  # t -> the inputs of update t, kept for its backward pass
+
+    def struct(self) -> _Buffers:
+        """The ctypes view of the buffers (made once: the tensors are never replaced)."""
+        if getattr(self, "_struct", None) is None:
+            names = ("table", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta")
+            views = (_p(getattr(self, k)) for k in names)
+            self._struct = _Buffers(self.alpha.size(0), self.Q, self.S, self.m, self.n, *views)
+        return self._struct
+
+    def resized(self, n: int, index: Tensor | None = None) -> NativeBuffers:
+        """A copy with room for n updates (entries up to min(n, self.n) kept), rows index."""
+        out = NativeBuffers.__new__(NativeBuffers)
+        out.lib, out.Q, out.S, out.m, out.n = self.lib, self.Q, self.S, self.m, n
+        out.prepared = dict(self.prepared) if index is None else {}
+        keep = min(n, self.n)
+        pick = (lambda x: x) if index is None else (lambda x: x.index_select(0, index))
+        table = pick(self.table).contiguous()
+        out.table = table.new_empty(table.size(0), self.lib.nd_table_size(self.Q, self.S, n))
+        _check(  # columns 1 .. keep-1 (their places depend on the capacity)
+            self.lib.nd_copy_columns(
+                table.size(0), self.Q, self.S, _p(table), self.n, _p(out.table), n, keep
+            )
+        )
+        for name in ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta"):
+            x = pick(getattr(self, name))
+            y = (
+                x.new_ones((x.size(0), n + 1) + x.shape[2:])
+                if name in ("col_scale", "n_alpha", "n_eta")
+                else x.new_zeros((x.size(0), n + 1) + x.shape[2:])
+            )
+            y[:, : keep + 1] = x[:, : keep + 1]
+            setattr(out, name, y)
+        return out
+
+    def step(
+        self, t: int, logits: Tensor, pushed_log: Tensor, write_column: bool, keep_inputs=False
+    ) -> Tensor:
+        """Update t (1 <= t <= n) from logits (B, A) and pushed_log (B, m): writes entry t
+        (and column t of the table if write_column, which needs t < n) -> reading (B, X*m).
+        keep_inputs: keep the prepared inputs for the backward pass of this update."""
+        held, inputs = _inputs(logits, pushed_log)
+        if keep_inputs:
+            self.prepared[t] = held, inputs
+        B, X = logits.size(0), self.Q * self.S
+        reading = logits.new_empty(B, X * self.m)
+        _check(
+            self.lib.nd_forward_step(
+                ctypes.byref(self.struct()), t, int(write_column), ctypes.byref(inputs), _p(reading)
+            )
+        )
+        return reading
+
+    def adjoint(self, n: int | None = None) -> NativeAdjoint:
+        return NativeAdjoint(self, n)
+
+
+class NativeAdjoint:
+    """`scan.Adjoint` for the C kernels: g_alpha (`alpha`), g_eta (`eta`), and the
+    deferred adjoint of the table: GU (the adjoints of the columns, laid out like the
+    table) and HR (H of each update), filled from the last update down to the first."""
+
+    def __init__(self, buffers: NativeBuffers, n: int | None = None):
+        """n: the first (highest) update of this backward pass (default: the capacity).
+        GU and HR need no zeros: a pass writes each of their entries before reading it."""
+        lib, Q, S = buffers.lib, buffers.Q, buffers.S
+        self.alpha = torch.zeros_like(buffers.alpha)
+        self.eta = torch.zeros_like(buffers.eta)
+        self.GU = torch.empty_like(buffers.table)
+        self.HR = buffers.table.new_empty(buffers.table.size(0), lib.nd_hr_size(Q, S, buffers.n))
+        self.top = buffers.n if n is None else n
+        views = (_p(x) for x in (self.alpha, self.eta, self.GU, self.HR))
+        self._struct = _Adjoint(self.top, *views)
+
+    def step(
+        self,
+        buffers: NativeBuffers,
+        t: int,
+        column_written: bool,
+        g_reading: Tensor | None,
+        logits: Tensor,
+        pushed_log: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """Adjoint of update t, given g_reading (B, X*m) and everything from updates > t
+        -> gradients of its logits (B, A) and pushed_log (B, m)."""
+        held, inputs = buffers.prepared.get(t) or _inputs(logits, pushed_log)
+        if g_reading is not None:
+            g_reading = g_reading.to(logits.dtype).contiguous()
+        g_logits = torch.empty_like(logits, memory_format=torch.contiguous_format)
+        g_pushed = torch.empty_like(pushed_log, memory_format=torch.contiguous_format)
+        _check(
+            buffers.lib.nd_backward_step(
+                ctypes.byref(buffers.struct()), ctypes.byref(self._struct), t,
+                int(column_written and t < self.top),
+                ctypes.byref(inputs), _p(g_reading), _p(g_logits), _p(g_pushed),
+            )
+        )  # fmt: skip
+        return g_logits, g_pushed
+
+    def bottom(self, buffers: NativeBuffers, bottom_log: Tensor) -> Tensor:
+        """Gradient of bottom_log (m,): eta[0] = 1[q0, bottom] exp(bottom_log - shift)."""
+        shift = buffers.chi[0, 0]
+        return (self.eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
+
+
+class NativeScan(torch.autograd.Function):
+    """`scan._DVPDAScan` on the C kernels: forward and backward one example at a time."""
+
+    @staticmethod
+    def forward(ctx, logits, pushed_log, bottom_log, Q, S, lib):
+        B, n, _ = logits.shape
+        m = pushed_log.size(-1)
+        buffers = NativeBuffers(lib, bottom_log.detach(), B, n, Q, S)
+        held, inputs = _inputs(logits, pushed_log)
+        readings = logits.new_empty(B, n, Q * S * m)
+        b = buffers.struct()
+        _check(lib.nd_forward_sequence(ctypes.byref(b), n, ctypes.byref(inputs), _p(readings)))
+        ctx.save_for_backward(logits, pushed_log, bottom_log)
+        ctx.buffers, ctx.lib = buffers, lib
+        return readings
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g_readings):
+        logits, pushed_log, bottom_log = ctx.saved_tensors
+        buffers, lib = ctx.buffers, ctx.lib
+        B, n, _ = logits.shape
+        held, inputs = _inputs(logits, pushed_log)
+        g_readings = g_readings.to(logits.dtype).contiguous()
+        g_logits = torch.empty_like(logits, memory_format=torch.contiguous_format)
+        g_pushed = torch.empty_like(pushed_log, memory_format=torch.contiguous_format)
+        g_eta0 = logits.new_empty(B, pushed_log.size(-1))
+        b = buffers.struct()
+        _check(
+            lib.nd_backward_sequence(
+                ctypes.byref(b), n, ctypes.byref(inputs), _p(g_readings), _p(g_logits),
+                _p(g_pushed), _p(g_eta0),
+            )
+        )  # fmt: skip
+        g_bottom = (g_eta0 * torch.exp(bottom_log - buffers.chi[0, 0])).sum(0)
+        return g_logits, g_pushed, g_bottom, None, None, None
