@@ -10,7 +10,7 @@ import torch
 from fruit.models import build_model
 from fruit.models.sup_cells import TorchCells, cells_for
 from fruit.models.sup_pass import sup_pass
-from fruit.stacks import SuperpositionStack
+from fruit.stacks.reference import superposition_update
 
 F64 = torch.float64
 
@@ -31,14 +31,14 @@ def cells(request, monkeypatch):
 
 def reference_pass(projected, h0, c0, W_head, b_head, weights, biases, updates, masks):
     """docs/paper.md §4/§8 step by step with autograd: cat, matmul, the cell, the heads, and the
-    step API of the superposition stack (untruncated)."""
+    paper-notation superposition stack (fruit.stacks.reference, untruncated)."""
     n, B, _ = projected.shape
     L = h0.size(0)
     m = W_head.size(1) - 3
     lstm = c0 is not None
     h = list(h0.unbind(0))
     c = list(c0.unbind(0)) if lstm else None
-    stack = SuperpositionStack.initial(B, m, dtype=projected.dtype)
+    stack = projected.new_zeros(B, 0, m)  # V_0
     reading = projected.new_zeros(B, m)
     tops, readings = [], []
     for t in range(n):
@@ -56,8 +56,9 @@ def reference_pass(projected, h0, c0, W_head, b_head, weights, biases, updates, 
         tops.append(h[-1])
         if t < updates:
             head = h[-1] @ W_head + b_head
-            stack = stack.step(torch.softmax(head[:, :3], 1), torch.sigmoid(head[:, 3:]))
-            reading = stack.reading()
+            probs, pushed = torch.softmax(head[:, :3], 1), torch.sigmoid(head[:, 3:])
+            stack = superposition_update(stack, probs, pushed)
+            reading = stack[:, 0]
             readings.append(reading)
     empty = projected.new_zeros(0, B, m)
     return torch.stack(tops), torch.stack(readings) if readings else empty

@@ -131,24 +131,26 @@ def random_nd(B, n, Q, S, m, seed, scale=1.0):
 
 
 def plain_dvpda(logits, pushed_log, bottom_log, Q, S):
-    """The step math with a table rebuilt by torch.cat every update: plain autograd
-    differentiates it (O(T^3) memory; the gradient reference)."""
+    """The step math with gamma rebuilt by torch.cat every update: plain autograd
+    differentiates it (O(T^3) memory; the gradient reference of the scaled recurrences)."""
     B, n, _ = logits.shape
     X = Q * S
     alpha, psi, eta, chi = (x[:, None] for x in nd.initial_terms(bottom_log, B, X))
-    table = bottom_log.new_zeros(B, S, 1, X, 1, Q)
+    gamma = bottom_log.new_zeros(B, S, 1, X, 1, Q)
     phi = bottom_log.new_zeros(B, 1)
     readings = []
     for t in range(1, n + 1):
         inputs = nd.StepInputs.make(logits[:, t - 1], pushed_log[:, t - 1], Q, S)
-        column, Hr = nd.pop_helper(table, inputs.pop, Q, S)
-        U = nd.new_column(table, column, Hr, inputs, Q, S)
-        c = nd._positive(U.detach().amax((1, 2, 3, 4)))
-        a_t, psi_t, e_t, chi_t, _ = nd.forward_terms(alpha, psi, eta, chi, phi, Hr, inputs, Q, S)
+        gamma_last, gamma_prime = nd.pop_helper(gamma, inputs.pop, Q, S)
+        gamma_t = nd.new_gamma_column(gamma, gamma_last, gamma_prime, inputs, Q, S)
+        c = nd._positive(gamma_t.detach().amax((1, 2, 3, 4)))
+        a_t, psi_t, e_t, chi_t, _ = nd.forward_weights(
+            alpha, psi, eta, chi, phi, gamma_prime, inputs, Q, S
+        )
         readings.append(nd.reading_of(a_t, psi_t, e_t, chi_t))
         phi_t = phi[:, t - 1] + inputs.shift + torch.log(c)
-        table = torch.cat([table, (U / c[:, None, None, None, None])[:, :, :, :, None]], dim=4)
-        table = torch.cat([table, table.new_zeros(B, S, 1, X, t + 1, Q)], dim=2)
+        gamma = torch.cat([gamma, (gamma_t / c[:, None, None, None, None])[:, :, :, :, None]], 4)
+        gamma = torch.cat([gamma, gamma.new_zeros(B, S, 1, X, t + 1, Q)], dim=2)
         phi, alpha = torch.cat([phi, phi_t[:, None]], 1), torch.cat([alpha, a_t[:, None]], 1)
         psi, eta = torch.cat([psi, psi_t[:, None]], 1), torch.cat([eta, e_t[:, None]], 1)
         chi = torch.cat([chi, chi_t[:, None]], 1)
@@ -216,7 +218,7 @@ def saved_and_buffer_bytes(n):
         for t in range(n):
             state = state.step(logits[:, t], pushed_log[:, t])
     buffers = state.run.buffers
-    own = sum(getattr(buffers, k).numel() * 8 for k in ("table", "alpha", "eta", "psi", "chi"))
+    own = sum(getattr(buffers, k).numel() * 8 for k in ("gamma", "alpha", "eta", "psi", "chi"))
     return sum(saved) + own
 
 

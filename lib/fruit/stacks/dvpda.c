@@ -2,10 +2,11 @@
  * forward and its adjoint, and drivers over a batch (one update, or a whole sequence).
  *
  * The mathematics, the names and the scaling are those of fruit.stacks.nondeterministic
- * and fruit.stacks.scan (the PyTorch reference; read their docstrings first): alpha, eta
- * with log scales psi, chi; the table G of scaled inner weights gamma with per-column
- * log scales phi; H = gamma' (the pop helper); push P, replace R, pop O; the adjoints
- * g_* and the deferred adjoint of the table (GU, HR) of scan._TableAdjoint.
+ * and fruit.stacks.scan (the PyTorch implementation; read their docstrings first): the
+ * forward weights alpha, eta with log scales psi, chi; the table G of scaled inner
+ * weights gamma (`table` here) with per-column log scales phi; H = gamma' (the pop
+ * helper); push P, replace R, pop O; the adjoints g_* and the deferred adjoint of gamma
+ * (GU, HR) of scan._GammaAdjoint.
  * fruit.stacks.dvpda_native calls these functions; the tests hold them to the reference
  * in float64 and float32. fruit.models.native compiles this file twice, with
  * REAL = float and REAL = double.
@@ -229,7 +230,8 @@ static void gh_panel(idx Q, const real *g, idx nk, const real *d, real *part)
 
 /* ---- one example ----------------------------------------------------------------------- */
 
-typedef struct { /* one example's buffers (entry k of alpha at alpha + k X, ...) */
+typedef struct { /* one example's buffers (entry k of alpha at alpha + k X, ...): table =
+                  * gamma, the scaled inner weights; alpha, eta = the scaled forward weights */
     real *table, *alpha, *eta, *psi, *chi, *phi, *col_scale, *n_alpha, *n_eta;
 } State;
 
@@ -625,7 +627,7 @@ static void backward_one(const Dims *d, const State *st, const Adjoint *g, idx t
 
 typedef struct { /* contiguous (B, ...) arrays; n: capacity in updates */
     idx B, Q, S, m, n;
-    real *table;                          /* (B, nd_table_size(Q, S, n)) */
+    real *table;                          /* gamma: (B, nd_table_size(Q, S, n)) */
     real *alpha, *eta;                    /* (B, n+1, X), (B, n+1, X, m) */
     real *psi, *chi, *phi, *col_scale, *n_alpha, *n_eta; /* (B, n+1) */
 } nd_buffers;

@@ -8,7 +8,7 @@ FRUIT_NATIVE=0), PyTorch operations otherwise (CUDA, other dtypes, no compiler).
 
 What differs from `scan` is where the time goes, not what is computed:
 
-* the table of scaled inner weights holds only the triangle i < k (about half of
+* gamma, the table of scaled inner weights, holds only the triangle i < k (about half of
   `scan.Buffers`' square table), cut into blocks of rows; for each block its tiles
   over the columns lie one after the other (dvpda.c's header), so that the O(n^3)
   pop contraction and its two adjoints stream through memory as small matrix
@@ -53,11 +53,11 @@ REAL = {torch.float32: "float", torch.float64: "double"}
 _idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
 
 
-class _Buffers(ctypes.Structure):  # dvpda.c's nd_buffers
+class _Buffers(ctypes.Structure):  # dvpda.c's nd_buffers (its `table` is gamma)
     _fields_ = [(name, _idx) for name in ("B", "Q", "S", "m", "n")] + [
         (name, _ptr)
         for name in (
-            "table", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta",
+            "gamma", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta",
         )
     ]  # fmt: skip
 
@@ -138,16 +138,16 @@ def _inputs(logits: Tensor, pushed_log: Tensor):
 
 
 class NativeBuffers:
-    """`scan.Buffers` for the C kernels: alpha (B, n+1, X), eta (B, n+1, X, m), psi, chi,
-    phi, col_scale, n_alpha, n_eta (B, n+1) as there, and the table (B, size) in
-    dvpda.c's column layout, columns 1..n-1. Entry t is written by update t and never
+    """`scan.Buffers` for the C kernels: the forward weights alpha (B, n+1, X) and eta
+    (B, n+1, X, m), psi, chi, phi, col_scale, n_alpha, n_eta (B, n+1) as there, and gamma,
+    the table of scaled inner weights (B, size) in dvpda.c's column layout, columns 1..n-1. Entry t is written by update t and never
     rewritten."""
 
     def __init__(self, lib, bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
         B, X, m = batch_size, Q * S, bottom_log.size(0)
         new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
         self.lib, self.Q, self.S, self.m, self.n = lib, Q, S, m, n
-        self.table = torch.empty(B, lib.nd_table_size(Q, S, n), **new)
+        self.gamma = torch.empty(B, lib.nd_table_size(Q, S, n), **new)
         self.alpha = torch.empty(B, n + 1, X, **new)
         self.eta = torch.empty(B, n + 1, X, m, **new)
         self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
@@ -160,7 +160,7 @@ class NativeBuffers:
     def struct(self) -> _Buffers:
         """The ctypes view of the buffers (made once: the tensors are never replaced)."""
         if getattr(self, "_struct", None) is None:
-            names = ("table", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta")
+            names = ("gamma", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta")
             views = (_p(getattr(self, k)) for k in names)
             self._struct = _Buffers(self.alpha.size(0), self.Q, self.S, self.m, self.n, *views)
         return self._struct
@@ -172,11 +172,11 @@ class NativeBuffers:
         out.prepared = dict(self.prepared) if index is None else {}
         keep = min(n, self.n)
         pick = (lambda x: x) if index is None else (lambda x: x.index_select(0, index))
-        table = pick(self.table).contiguous()
-        out.table = table.new_empty(table.size(0), self.lib.nd_table_size(self.Q, self.S, n))
+        gamma = pick(self.gamma).contiguous()
+        out.gamma = gamma.new_empty(gamma.size(0), self.lib.nd_table_size(self.Q, self.S, n))
         _check(  # columns 1 .. keep-1 (their places depend on the capacity)
             self.lib.nd_copy_columns(
-                table.size(0), self.Q, self.S, _p(table), self.n, _p(out.table), n, keep
+                gamma.size(0), self.Q, self.S, _p(gamma), self.n, _p(out.gamma), n, keep
             )
         )
         for name in ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta"):
@@ -214,8 +214,8 @@ class NativeBuffers:
 
 class NativeAdjoint:
     """`scan.Adjoint` for the C kernels: g_alpha (`alpha`), g_eta (`eta`), and the
-    deferred adjoint of the table: GU (the adjoints of the columns, laid out like the
-    table) and HR (H of each update), filled from the last update down to the first."""
+    deferred adjoint of gamma: GU (the adjoints of its columns, laid out like gamma)
+    and HR (gamma' of each update), filled from the last update down to the first."""
 
     def __init__(self, buffers: NativeBuffers, n: int | None = None):
         """n: the first (highest) update of this backward pass (default: the capacity).
@@ -223,8 +223,8 @@ class NativeAdjoint:
         lib, Q, S = buffers.lib, buffers.Q, buffers.S
         self.alpha = torch.zeros_like(buffers.alpha)
         self.eta = torch.zeros_like(buffers.eta)
-        self.GU = torch.empty_like(buffers.table)
-        self.HR = buffers.table.new_empty(buffers.table.size(0), lib.nd_hr_size(Q, S, buffers.n))
+        self.GU = torch.empty_like(buffers.gamma)
+        self.HR = buffers.gamma.new_empty(buffers.gamma.size(0), lib.nd_hr_size(Q, S, buffers.n))
         self.top = buffers.n if n is None else n
         views = (_p(x) for x in (self.alpha, self.eta, self.GU, self.HR))
         self._struct = _Adjoint(self.top, *views)

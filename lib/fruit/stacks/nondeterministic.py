@@ -21,9 +21,12 @@ plain batched matmul. Each new column, A[t] and E[t] is divided by its max and t
 log of that max is added to the scale. Readings are invariant to every scale, so
 treating the scales as constants (detached) gives exact gradients.
 
-Table layout (for the pop matmul): G[b, y, i, a, k, u] = G[i->k][a -> (u, y)],
-shape (B, S, N, X, N, Q); with y in front, rows (i, a) and columns (k, u) of
-G[b, y] form one strided matrix.
+Names: `gamma` is the table of the scaled inner weights G (so gamma[i->k] up to its
+scale), `gamma_last` its column k = t-1, `gamma_prime` the scaled pop helper H (gamma'),
+`alpha`/`eta` the scaled forward weights A/E, `push`/`replace`/`pop` the weights P/R/O
+of update t. The table's layout (for the pop matmul): G[b, y, i, a, k, u] =
+G[i->k][a -> (u, y)], shape (B, S, N, X, N, Q); with y in front, rows (i, a) and
+columns (k, u) of G[b, y] form one strided matrix.
 """
 
 from __future__ import annotations
@@ -109,79 +112,83 @@ class StepInputs:
         return StepInputs(push, replace, pop, weights, shift, vector, vector_shift)
 
 
-def pop_helper(table: Tensor, pop: Tensor, Q: int, S: int) -> tuple[Tensor, Tensor]:
-    """Last column and H[k, t] = G[k -> t-1] O_t (gamma' without its scale).
+def pop_helper(gamma: Tensor, pop: Tensor, Q: int, S: int) -> tuple[Tensor, Tensor]:
+    """The last column gamma[. -> t-1] and the pop helper gamma'[k -> t] = gamma[k -> t-1] pop_t
+    (H[k, t] = G[k -> t-1] O_t, without its scale).
 
-    table (B, S, t, X, t, Q) -> column (B, t, X, X) as [b, i, a, (s, z)] and
-    Hr (B, S, t*Q, Q) as [b, y, (k, u), r].
+    gamma (B, S, t, X, t, Q) -> gamma_last (B, t, X, X) as [b, i, a, (s, z)] and
+    gamma_prime (B, S, t*Q, Q) as [b, y, (k, u), r].
     """
-    B, _, t, X, _, _ = table.shape
-    column = table[:, :, :, :, t - 1, :].permute(0, 2, 3, 4, 1).reshape(B, t, X, X)
-    H = column @ pop[:, None]  # (B, t, X=(u,y), Q=r)
-    Hr = H.view(B, t, Q, S, Q).permute(0, 3, 1, 2, 4).reshape(B, S, t * Q, Q)
-    return column, Hr
+    B, _, t, X, _, _ = gamma.shape
+    gamma_last = gamma[:, :, :, :, t - 1, :].permute(0, 2, 3, 4, 1).reshape(B, t, X, X)
+    H = gamma_last @ pop[:, None]  # (B, t, X=(u,y), Q=r)
+    gamma_prime = H.view(B, t, Q, S, Q).permute(0, 3, 1, 2, 4).reshape(B, S, t * Q, Q)
+    return gamma_last, gamma_prime
 
 
 ROW_BLOCK = 8
 
 
-def pop_contraction(table: Tensor, Hr: Tensor) -> Tensor:
-    """sum_{k,u} G[b, y, i, a, k, u] Hr[b, y, (k, u), r] -> (B, S, t, X, Q).
+def pop_contraction(gamma: Tensor, gamma_prime: Tensor) -> Tensor:
+    """The pop terms of a new column of gamma: sum_{k,u} G[b, y, i, a, k, u]
+    gamma'[b, y, (k, u), r] -> (B, S, t, X, Q).
 
     G[i -> k] is zero for k <= i, so rows are taken in blocks of ROW_BLOCK and each
     block is multiplied only by the columns to its right (about half the work).
     """
-    B, S, t, X, _, Q = table.shape
-    out = table.new_empty(B, S, t, X, Q)
-    Hr_t = Hr.transpose(-1, -2).contiguous()
+    B, S, t, X, _, Q = gamma.shape
+    out = gamma.new_empty(B, S, t, X, Q)
+    gamma_prime_t = gamma_prime.transpose(-1, -2).contiguous()
     for i0 in range(0, t, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, t)
-        left = table[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
-        right_t = Hr_t[:, :, :, (i0 + 1) * Q :]  # (B, S, Q, (t - i0 - 1) Q)
+        left = gamma[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
+        right_t = gamma_prime_t[:, :, :, (i0 + 1) * Q :]  # (B, S, Q, (t - i0 - 1) Q)
         out[:, :, i0:i1] = (
             (right_t @ left.transpose(-1, -2)).view(B, S, Q, i1 - i0, X).permute(0, 1, 3, 4, 2)
         )
     return out
 
 
-def pop_contraction_adjoint(table: Tensor, g_out: Tensor) -> Tensor:
-    """Adjoint of pop_contraction w.r.t. Hr: (B, S, t*Q, Q)."""
-    B, S, t, X, _, Q = table.shape
-    g_Hr = table.new_zeros(B, S, t * Q, Q)
+def pop_contraction_adjoint(gamma: Tensor, g_out: Tensor) -> Tensor:
+    """Adjoint of pop_contraction w.r.t. gamma': (B, S, t*Q, Q)."""
+    B, S, t, X, _, Q = gamma.shape
+    g_gamma_prime = gamma.new_zeros(B, S, t * Q, Q)
     for i0 in range(0, t, ROW_BLOCK):
         i1 = min(i0 + ROW_BLOCK, t)
-        left = table[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
+        left = gamma[:, :, i0:i1, :, i0 + 1 :, :].reshape(B, S, (i1 - i0) * X, (t - i0 - 1) * Q)
         g = g_out[:, :, i0:i1].reshape(B, S, (i1 - i0) * X, Q)
         # (g^T L)^T: BLAS streams the table rows instead of a transposed walk.
-        g_Hr[:, :, (i0 + 1) * Q :] += (g.transpose(-1, -2) @ left).transpose(-1, -2)
-    return g_Hr
+        g_gamma_prime[:, :, (i0 + 1) * Q :] += (g.transpose(-1, -2) @ left).transpose(-1, -2)
+    return g_gamma_prime
 
 
-def new_column(table: Tensor, column: Tensor, Hr: Tensor, inputs: StepInputs, Q: int, S: int):
-    """Unnormalised column t of the table: (B, S, t, X, Q) as [b, y, i, a, r].
+def new_gamma_column(
+    gamma: Tensor, gamma_last: Tensor, gamma_prime: Tensor, inputs: StepInputs, Q: int, S: int
+):
+    """Unnormalised column t of gamma: gamma[i -> t], (B, S, t, X, Q) as [b, y, i, a, r].
 
-    Row i < t-1: replace (G[i->t-1] R_t) + pop (sum_k G[i->k] H[k,t]); row t-1: push.
-    Row t-1 of `table` is zero, so rows t-1 of the replace and pop terms are zero.
+    Row i < t-1: replace (gamma[i->t-1] R_t) + pop (sum_k gamma[i->k] gamma'[k->t]);
+    row t-1: push. Row t-1 of `gamma` is zero, so rows t-1 of the replace and pop terms are zero.
     """
-    B, _, t, X, _, _ = table.shape
-    pop = pop_contraction(table, Hr)
-    replace = (column @ inputs.replace[:, None]).view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)
+    B, _, t, X, _, _ = gamma.shape
+    pop = pop_contraction(gamma, gamma_prime)
+    replace = (gamma_last @ inputs.replace[:, None]).view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)
     push = inputs.push.view(B, X, Q, S).permute(0, 3, 1, 2)  # (B, S, X, Q)
     return torch.cat([(pop + replace)[:, :, : t - 1], push[:, :, None]], dim=2)
 
 
-def forward_terms(
+def forward_weights(
     alpha: Tensor,
     psi: Tensor,
     eta: Tensor,
     chi: Tensor,
     phi: Tensor,
-    Hr: Tensor,
+    gamma_prime: Tensor,
     inputs: StepInputs,
     Q: int,
     S: int,
 ):
-    """New alpha and eta (normalised) with their log scales.
+    """The forward weights alpha[t] and eta[t] (normalised) with their log scales.
 
     alpha (B, t, X), psi (B, t), eta (B, t, X, m), chi (B, t), phi (B, t): history k < t.
     Returns alpha_t (B, X), psi_t (B,), eta_t (B, X, m), chi_t (B,), and the detached
@@ -195,9 +202,11 @@ def forward_terms(
     D = delta.amax(-1)
     w = torch.exp(delta - D[:, None])  # (B, t)
     wA = w[:, :, None] * alpha  # (B, t, X)
-    pop_a = wA.view(B, t, Q, S).permute(0, 3, 1, 2).reshape(B, S, 1, t * Q) @ Hr  # (B,S,1,Q)
+    pop_a = (
+        wA.view(B, t, Q, S).permute(0, 3, 1, 2).reshape(B, S, 1, t * Q) @ gamma_prime
+    )  # (B,S,1,Q)
     pushed_a = (alpha[:, t - 1, None, :] @ inputs.push)[:, 0]  # (B, X): alpha[t-1] P_t
-    U_alpha = (
+    U_alpha = (  # alpha[t] before its normalisation
         w[:, t - 1, None] * pushed_a
         + (wA[:, t - 1, None, :] @ inputs.replace)[:, 0]
         + pop_a[:, :, 0].transpose(1, 2).reshape(B, X)
@@ -212,8 +221,8 @@ def forward_terms(
     w_eta = torch.exp(eps - D_eta[:, None])  # (B, t)
     w_push = torch.exp(e_push - D_eta)  # (B,)
     wE = w_eta[:, :, None, None] * eta  # (B, t, X, m)
-    pop_e = wE.view(B, t, Q, S, m).permute(0, 3, 4, 1, 2).reshape(B, S, m, t * Q) @ Hr
-    U_eta = (
+    pop_e = wE.view(B, t, Q, S, m).permute(0, 3, 4, 1, 2).reshape(B, S, m, t * Q) @ gamma_prime
+    U_eta = (  # eta[t] before its normalisation
         (w_push[:, None] * pushed_a)[:, :, None] * inputs.vector[:, None, :]
         + inputs.replace.transpose(1, 2) @ wE[:, t - 1]
         + pop_e.permute(0, 3, 1, 2).reshape(B, X, m)

@@ -1,8 +1,8 @@
 """Whole-sequence dVPDA readings: one preallocated table, hand-written backward.
 
 The forward pass runs the step math of `nondeterministic.py` on views of one
-preallocated (B, S, n, X, n, Q) table of scaled inner weights, writing column t in
-place. The backward pass is the reverse loop (the outside algorithm) over the same
+preallocated (B, S, n, X, n, Q) table gamma of scaled inner weights, writing column t
+in place. The backward pass is the reverse loop (the outside algorithm) over the same
 table with an adjoint table of the same size, so memory is O(B n^2 Q^2 S^2) and
 autograd stores nothing per step. All scales are constants (see nondeterministic.py),
 so the hand-written backward is the exact gradient of the readings.
@@ -32,9 +32,9 @@ from fruit.stacks.nondeterministic import (
     StepInputs,
     _positive,
     check_shapes,
-    forward_terms,
+    forward_weights,
     initial_terms,
-    new_column,
+    new_gamma_column,
     pop_contraction_adjoint,
     pop_helper,
     reading_of,
@@ -81,15 +81,16 @@ def new_buffers(bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
 
 class Buffers:
     """The scaled quantities of one run, for updates t = 1..n (nondeterministic.py):
-    the table of inner weights (B, S, N, X, N, Q) with N = max(n, 1), and alpha, eta,
-    psi, chi, phi and the normalisers of times 0..n. Entry t is written by update t
-    and never rewritten."""
+    gamma, the table of scaled inner weights (B, S, N, X, N, Q) with N = max(n, 1), the
+    forward weights alpha and eta, their log scales psi, chi, gamma's column scales phi,
+    and the normalisers of times 0..n. Entry t is written by update t and never
+    rewritten."""
 
     def __init__(self, bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
         B, X, m, N = batch_size, Q * S, bottom_log.size(0), max(n, 1)
         new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
         self.Q, self.S, self.n = Q, S, n
-        self.table = torch.zeros(B, S, N, X, N, Q, **new)
+        self.gamma = torch.zeros(B, S, N, X, N, Q, **new)
         self.alpha = torch.empty(B, n + 1, X, **new)
         self.eta = torch.empty(B, n + 1, X, m, **new)
         self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
@@ -104,11 +105,11 @@ class Buffers:
         out.Q, out.S, out.n = self.Q, self.S, n
         keep, N = min(n, self.n), max(n, 1)
         pick = (lambda x: x) if index is None else (lambda x: x.index_select(0, index))
-        table = pick(self.table)
-        B, S, N0, X, _, Q = table.shape
-        out.table = table.new_zeros(B, S, N, X, N, Q)
+        gamma = pick(self.gamma)
+        B, S, N0, X, _, Q = gamma.shape
+        out.gamma = gamma.new_zeros(B, S, N, X, N, Q)
         k = min(N, N0)
-        out.table[:, :, :k, :, :k] = table[:, :, :k, :, :k]
+        out.gamma[:, :, :k, :, :k] = gamma[:, :, :k, :, :k]
         for name in ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta"):
             x = pick(getattr(self, name))
             y = (
@@ -124,22 +125,22 @@ class Buffers:
         self, t: int, logits: Tensor, pushed_log: Tensor, write_column: bool, keep_inputs=False
     ) -> Tensor:
         """Update t (1 <= t <= n) from logits (B, A) and pushed_log (B, m): writes entry t
-        (and column t of the table if write_column, which needs t < N) -> reading (B, X*m).
+        (and column t of gamma if write_column, which needs t < N) -> reading (B, X*m).
         keep_inputs: a backward pass will follow (used by `NativeBuffers` only)."""
         Q, S = self.Q, self.S
         alpha, eta, psi, chi, phi = self.alpha, self.eta, self.psi, self.chi, self.phi
         inputs = StepInputs.make(logits, pushed_log, Q, S)
-        view = self.table[:, :, :t, :, :t, :]
-        column, Hr = pop_helper(view, inputs.pop, Q, S)
-        a_t, psi[:, t], e_t, chi[:, t], consts = forward_terms(
-            alpha[:, :t], psi[:, :t], eta[:, :t], chi[:, :t], phi[:, :t], Hr, inputs, Q, S
+        gamma = self.gamma[:, :, :t, :, :t, :]  # gamma[i -> k] for i, k < t
+        gamma_last, gamma_prime = pop_helper(gamma, inputs.pop, Q, S)
+        a_t, psi[:, t], e_t, chi[:, t], consts = forward_weights(
+            alpha[:, :t], psi[:, :t], eta[:, :t], chi[:, :t], phi[:, :t], gamma_prime, inputs, Q, S
         )
         alpha[:, t], eta[:, t] = a_t, e_t
         self.n_alpha[:, t], self.n_eta[:, t] = consts[1], consts[4]
         if write_column:
-            U = new_column(view, column, Hr, inputs, Q, S)  # (B, S, t, X, Q)
-            c = _positive(U.amax((1, 2, 3, 4)))
-            self.table[:, :, :t, :, t, :] = U / c[:, None, None, None, None]
+            gamma_t = new_gamma_column(gamma, gamma_last, gamma_prime, inputs, Q, S)  # (B,S,t,X,Q)
+            c = _positive(gamma_t.amax((1, 2, 3, 4)))
+            self.gamma[:, :, :t, :, t, :] = gamma_t / c[:, None, None, None, None]
             self.col_scale[:, t] = c
             phi[:, t] = phi[:, t - 1] + inputs.shift + torch.log(c)
         return reading_of(a_t, psi[:, t], e_t, chi[:, t])
@@ -151,15 +152,15 @@ class Buffers:
 
 
 class Adjoint:
-    """Adjoints of one backward pass over a run: g_alpha, g_eta and the table's
-    (`_TableAdjoint`), filled from the last update down to the first."""
+    """Adjoints of one backward pass over a run: of alpha, eta and gamma
+    (`_GammaAdjoint`), filled from the last update down to the first."""
 
     def __init__(self, buffers: Buffers, n: int | None = None):
         """n: the number of updates taken (default: the buffers' capacity)."""
         self.alpha = torch.zeros_like(buffers.alpha)
         self.eta = torch.zeros_like(buffers.eta)
-        self.table = _TableAdjoint(
-            buffers.table, buffers.n if n is None else n, buffers.Q, buffers.S
+        self.gamma = _GammaAdjoint(
+            buffers.gamma, buffers.n if n is None else n, buffers.Q, buffers.S
         )
 
     def step(
@@ -186,7 +187,7 @@ class Adjoint:
             self.alpha[:, t] -= ((s / total) * (g_r * e_t).sum((1, 2)))[:, None]
         scales = b.col_scale, b.n_alpha, b.n_eta
         return _step_backward(
-            t, t + 1 if column_written else t, b.table, self.table, b.alpha, b.eta, b.psi,
+            t, t + 1 if column_written else t, b.gamma, self.gamma, b.alpha, b.eta, b.psi,
             b.chi, b.phi, scales, self.alpha, self.eta, logits, pushed_log, Q, S,
         )  # fmt: skip
 
@@ -227,8 +228,8 @@ class _DVPDAScan(torch.autograd.Function):
 def _step_backward(
     t,
     n,
-    table,
-    adjoint,
+    gamma_all,
+    g_gamma,
     alpha,
     eta,
     psi,
@@ -242,7 +243,7 @@ def _step_backward(
     Q,
     S,
 ):
-    """Adjoint of update t: adds into adjoint / g_alpha / g_eta for times < t and
+    """Adjoint of update t: adds into g_gamma (`_GammaAdjoint`) / g_alpha / g_eta for times < t and
     returns the gradients of this step's logits (B, A) and pushed_log (B, m)."""
     B = logits.size(0)
     X = Q * S
@@ -250,8 +251,8 @@ def _step_backward(
     m = pushed_log.size(-1)
     inputs = StepInputs.make(logits, pushed_log, Q, S)
     P, R, O, v = inputs.push, inputs.replace, inputs.pop, inputs.vector
-    view = table[:, :, :t, :, :t, :]
-    column, Hr = pop_helper(view, O, Q, S)  # (B, t, X, X), (B, S, t*Q, Q)
+    gamma = gamma_all[:, :, :t, :, :t, :]
+    gamma_last, gamma_prime = pop_helper(gamma, O, Q, S)  # (B, t, X, X), (B, S, t*Q, Q)
     # Same constants as the forward pass.
     delta = psi[:, :t] - phi[:, :t]
     w = torch.exp(delta - delta.amax(-1, keepdim=True))  # (B, t)
@@ -268,7 +269,7 @@ def _step_backward(
     gP = torch.zeros_like(P)
     gR = torch.zeros_like(R)
     gO = torch.zeros_like(O)
-    gHr = torch.zeros_like(Hr)
+    g_gamma_prime = torch.zeros_like(gamma_prime)
 
     # ---- alpha[t] = U / n,  U = w[t-1] A[t-1] P + wA[t-1] R + pop_alpha
     gU = g_alpha[:, t] / n_alpha[:, None]  # (B, X)
@@ -278,8 +279,13 @@ def _step_backward(
     gR += wA[:, t - 1, :, None] * gU[:, None, :]
     g_pop = gU.view(B, Q, S).transpose(1, 2)[:, :, None, :]  # (B, S, 1, Q)
     wA_r = wA.view(B, t, Q, S).permute(0, 3, 1, 2).reshape(B, S, 1, t * Q)
-    g_wA += (g_pop @ Hr.transpose(-1, -2)).view(B, S, t, Q).permute(0, 2, 3, 1).reshape(B, t, X)
-    gHr += wA_r.transpose(-1, -2) @ g_pop
+    g_wA += (
+        (g_pop @ gamma_prime.transpose(-1, -2))
+        .view(B, S, t, Q)
+        .permute(0, 2, 3, 1)
+        .reshape(B, t, X)
+    )
+    g_gamma_prime += wA_r.transpose(-1, -2) @ g_pop
 
     # ---- eta[t] = V / n_eta,  V = w_push (A[t-1] P) v + R^T wE[t-1] + pop_eta
     n_eta = n_etas[:, t]
@@ -292,12 +298,12 @@ def _step_backward(
     g_pop_e = gV.view(B, Q, S, m).permute(0, 2, 3, 1)  # (B, S, m, Q)
     wE_r = wE.view(B, t, Q, S, m).permute(0, 3, 4, 1, 2).reshape(B, S, m, t * Q)
     g_wE += (
-        (g_pop_e @ Hr.transpose(-1, -2))
+        (g_pop_e @ gamma_prime.transpose(-1, -2))
         .view(B, S, m, t, Q)
         .permute(0, 3, 4, 1, 2)
         .reshape(B, t, X, m)
     )
-    gHr += wE_r.transpose(-1, -2) @ g_pop_e
+    g_gamma_prime += wE_r.transpose(-1, -2) @ g_pop_e
 
     # pushed_a = A[t-1] P
     g_alpha[:, t - 1] += (g_pushed_a[:, None, :] @ P.transpose(1, 2))[:, 0]
@@ -305,50 +311,50 @@ def _step_backward(
     g_alpha[:, :t] += w[:, :, None] * g_wA
     g_eta[:, :t] += w_eta[:, :, None, None] * g_wE
 
-    # ---- column t of the table (only written when t < n)
-    g_column = torch.zeros_like(column)  # (B, t, X, X) [b, i, a, (s, z)]
+    # ---- column t of gamma (only written when t < n)
+    g_gamma_last = torch.zeros_like(gamma_last)  # (B, t, X, X) [b, i, a, (s, z)]
     if t < n:
-        gUc = adjoint.column(t) / col_scale[:, t, None, None, None, None]  # (B,S,t,X,Q)
-        adjoint.record(t, gUc, Hr)
+        gUc = g_gamma.column(t) / col_scale[:, t, None, None, None, None]  # (B,S,t,X,Q)
+        g_gamma.record(t, gUc, gamma_prime)
         gP += gUc[:, :, t - 1].permute(0, 2, 3, 1).reshape(B, X, X)
-        # pop = L @ Hr with L the (B, S, tX, tQ) view of the table
-        gHr += pop_contraction_adjoint(view, gUc)
-        # replace = column @ R, laid out [b, y, i, a, r]
+        # pop = L @ gamma' with L the (B, S, tX, tQ) view of gamma
+        g_gamma_prime += pop_contraction_adjoint(gamma, gUc)
+        # replace = gamma_last @ R, laid out [b, y, i, a, r]
         g_rep = gUc.permute(0, 2, 3, 4, 1).reshape(B, t, X, X)
-        g_column += g_rep @ R.transpose(1, 2)[:, None]
-        gR += column.reshape(B, t * X, X).transpose(1, 2) @ g_rep.reshape(B, t * X, X)
-    # H = column @ O, Hr[b, y, (k, u), r] = H[b, k, (u, y), r]
-    gH = gHr.view(B, S, t, Q, Q).permute(0, 2, 3, 1, 4).reshape(B, t, X, Q)
-    g_column += gH @ O.transpose(1, 2)[:, None]
-    gO += column.reshape(B, t * X, X).transpose(1, 2) @ gH.reshape(B, t * X, Q)
-    # column [b, i, a, (s, z)] is table[b, z, i, a, t-1, s]
-    adjoint.pending = g_column.view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)  # (B,S,t,X,Q)
+        g_gamma_last += g_rep @ R.transpose(1, 2)[:, None]
+        gR += gamma_last.reshape(B, t * X, X).transpose(1, 2) @ g_rep.reshape(B, t * X, X)
+    # H = gamma_last @ O, gamma_prime[b, y, (k, u), r] = H[b, k, (u, y), r]
+    gH = g_gamma_prime.view(B, S, t, Q, Q).permute(0, 2, 3, 1, 4).reshape(B, t, X, Q)
+    g_gamma_last += gH @ O.transpose(1, 2)[:, None]
+    gO += gamma_last.reshape(B, t * X, X).transpose(1, 2) @ gH.reshape(B, t * X, Q)
+    # gamma_last [b, i, a, (s, z)] is gamma[b, z, i, a, t-1, s]
+    g_gamma.pending = g_gamma_last.view(B, t, X, Q, S).permute(0, 4, 1, 2, 3)  # (B,S,t,X,Q)
 
     g_weights = torch.cat([gP, gR, gO], dim=2).reshape(B, -1)
     return g_weights * inputs.weights, g_v * v
 
 
-class _TableAdjoint:
-    """Adjoint of the table's columns without a read-modify-write of an n x n table.
+class _GammaAdjoint:
+    """Adjoint of gamma's columns without a read-modify-write of an n x n table.
 
     Column k is the left factor of the pop matmul at every later step t'
-    (U_t' = L_t' @ Hr_t'), so its adjoint is sum_{t' > k+1} gU_t'[i] Hr_t'[k]^T: one
-    matmul over (t', r) when column k is reached in the reverse loop. We store gU_t'
-    in a buffer laid out like the table, GU[b, y, i, a, t', r], and Hr_t' in
-    HR[b, y, t', k, u, r].
+    (gamma_t' = L_t' @ gamma'_t'), so its adjoint is sum_{t' > k+1} gU_t'[i] gamma'_t'[k]^T:
+    one matmul over (t', r) when column k is reached in the reverse loop. We store gU_t'
+    (the adjoint of column t' of gamma) in a buffer laid out like gamma,
+    GU[b, y, i, a, t', r], and gamma'_t' in HR[b, y, t', k, u, r].
     """
 
-    def __init__(self, table: Tensor, n: int, Q: int, S: int):
-        B, _, N, X, _, _ = table.shape
+    def __init__(self, gamma: Tensor, n: int, Q: int, S: int):
+        B, _, N, X, _, _ = gamma.shape
         self.n, self.Q, self.S, self.X = n, Q, S, X
-        self.GU = torch.zeros_like(table)  # (B, S, N, X, N, Q)
-        self.HR = table.new_zeros(B, S, N, N, Q, Q)
+        self.GU = torch.zeros_like(gamma)  # (B, S, N, X, N, Q)
+        self.HR = gamma.new_zeros(B, S, N, N, Q, Q)
         self.pending = None  # adjoint of column t from step t+1: (B, S, t, X, Q)
 
-    def record(self, t: int, gU: Tensor, Hr: Tensor) -> None:
+    def record(self, t: int, gU: Tensor, gamma_prime: Tensor) -> None:
         B, S, Q = gU.size(0), self.S, self.Q
         self.GU[:, :, :t, :, t, :] = gU
-        self.HR[:, :, t, :t] = Hr.view(B, S, t, Q, Q)
+        self.HR[:, :, t, :t] = gamma_prime.view(B, S, t, Q, Q)
 
     def column(self, t: int) -> Tensor:
         """Complete adjoint of (normalised) column t, (B, S, t, X, Q) as [b, y, i, a, u]."""
