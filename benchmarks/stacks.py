@@ -9,8 +9,8 @@ the multiply-adds of the dominant terms only (the O(n^3) pop contraction of the 
 forward sum_t 2 B S (tX)(tQ)Q / 2 for the triangle, backward twice that; the
 superposition stack's 3 multiply-adds per stored element and step, x3 for backward).
 
-The dVPDA runs on the C kernels on the CPU (fruit.stacks.dvpda_native) unless
-FRUIT_NATIVE=0; --implementation torch times the PyTorch reference instead, and both
+The dVPDA runs on the C kernels on the CPU (fruit.kernels.dvpda_native) unless
+FRUIT_NATIVE=0; --implementation torch times its PyTorch operations (fruit.kernels.dvpda_scan) instead, and both
 times the two alternately in this process (their ratio is then fair on a shared
 machine). --step-api adds rows for the step API (DVPDAStack, one update at a time, as
 the stack RNNs use it). Seconds are the best wall-clock time of the repeats; "cpu s"
@@ -26,7 +26,8 @@ import time
 
 import torch
 
-from fruit.stacks import DVPDAStack, dvpda_native, dvpda_readings, superposition_readings
+from fruit.stacks import DVPDAStack, dvpda_readings, superposition_readings
+from fruit.stacks.implementation import dvpda_kernels
 
 
 def dvpda_flops(B, n, Q=3, S=3):
@@ -56,7 +57,7 @@ def best_time(fn, repeats):
 def implementations(choice: str) -> list[str]:
     """The dVPDA implementations to time: "native" (C kernels) and/or "torch"."""
     if choice == "auto":
-        on = dvpda_native.kernels(torch.zeros((), dtype=torch.float64)) is not None
+        on = dvpda_kernels(torch.zeros((), dtype=torch.float64)) is not None
         return ["native" if on else "torch"]
     return ["torch", "native"] if choice == "both" else [choice]
 

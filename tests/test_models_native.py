@@ -1,7 +1,7 @@
-"""The C kernels of the fused stack-RNN pass (fruit.models.native, sup_cells.c) against
-their PyTorch reference (fruit.models.sup_cells.TorchCells), piece by piece; how they are
-built and what happens when they cannot be; and the pass's matrix products
-(fruit.models.products) against torch's."""
+"""The C kernels of the fused stack-RNN pass (fruit.kernels.sup_cells, sup_cells.c) against
+their PyTorch counterpart (fruit.kernels.sup_cells.TorchCells), piece by piece; how they
+are built by the one build helper (fruit.kernels.build) and what happens when they cannot
+be; and the pass's matrix products (fruit.kernels.products) against torch's."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import warnings
 import pytest
 import torch
 
-from fruit.models import native, products
-from fruit.models.sup_cells import NativeCells, TorchCells, _native_cells, cells_for
+from fruit.kernels import build, products
+from fruit.kernels.sup_cells import SOURCE, NativeCells, TorchCells, _native_cells, cells_for
 
 REAL = {torch.float32: "float", torch.float64: "double"}
 TOL = {torch.float32: 2e-6, torch.float64: 1e-13}
@@ -24,10 +24,10 @@ TOL = {torch.float32: 2e-6, torch.float64: 1e-13}
 def fresh_build(monkeypatch, tmp_path):
     """An empty cache folder, and no library remembered from earlier tests."""
     monkeypatch.setenv("FRUIT_CACHE_DIR", str(tmp_path))
-    native.library.cache_clear()
+    build.library.cache_clear()
     _native_cells.cache_clear()
     yield tmp_path
-    native.library.cache_clear()
+    build.library.cache_clear()
     _native_cells.cache_clear()
 
 
@@ -39,7 +39,7 @@ def native_cells(dtype) -> NativeCells:
 
 
 def needs_compiler():
-    if native._compiler() is None:
+    if build.compiler() is None:
         pytest.skip("no C compiler ($CC or cc) on this machine")
 
 
@@ -48,7 +48,7 @@ def test_kernels_are_built_where_a_compiler_is(fresh_build):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a failed build would warn
         for real in ("float", "double"):
-            assert native.library(real) is not None
+            assert build.library(SOURCE, real) is not None
     built = sorted(fresh_build.iterdir())
     assert [p.name[:16] for p in built] == ["sup_cells-double", "sup_cells-float-"]  # no leftovers
     umask = os.umask(0)
@@ -63,8 +63,9 @@ def test_loading_the_kernels_keeps_denormals(tmp_path):
     needs_compiler()
     script = (
         "import torch\n"
-        "from fruit.models import native\n"
-        "assert native.library('float') is not None and native.library('double') is not None\n"
+        "from fruit.kernels import build\n"
+        "from fruit.kernels.sup_cells import SOURCE\n"
+        "assert build.library(SOURCE, 'float') is not None and build.library(SOURCE, 'double') is not None\n"
         "tiny = torch.tensor([1e-40]) * 1.0\n"
         "print(tiny.item() != 0.0, 5e-324 * 1.0 != 0.0)\n"
     )
@@ -76,24 +77,24 @@ def test_loading_the_kernels_keeps_denormals(tmp_path):
 
 def test_a_damaged_library_is_rebuilt(fresh_build):
     needs_compiler()
-    path = native.library_path("double", native._compiler())
+    path = build.library_path(SOURCE.path, "double", build.compiler())
     path.write_bytes(b"not a shared library")  # e.g. a copy cut short
-    assert native.library("double") is not None  # loaded after a rebuild
+    assert build.library(SOURCE, "double") is not None  # loaded after a rebuild
     assert path.stat().st_size > 1000
 
 
 def test_cc_may_carry_arguments(fresh_build, monkeypatch):
     needs_compiler()
-    monkeypatch.setenv("CC", f"{native._compiler()[0]} -Wall")
+    monkeypatch.setenv("CC", f"{build.compiler()[0]} -Wall")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert native.library("float") is not None
+        assert build.library(SOURCE, "float") is not None
 
 
 def test_failed_build_warns_and_falls_back(fresh_build, monkeypatch):
     monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
-    with pytest.warns(RuntimeWarning, match="run on PyTorch operations"):
-        assert native.library("float") is None
+    with pytest.warns(RuntimeWarning, match="runs on PyTorch operations"):
+        assert build.library(SOURCE, "float") is None
     assert cells_for(torch.zeros(1)) is TorchCells
     assert list(fresh_build.iterdir()) == []  # no half-written library left behind
 
@@ -101,14 +102,14 @@ def test_failed_build_warns_and_falls_back(fresh_build, monkeypatch):
 def test_missing_compiler_and_switch_off(fresh_build, monkeypatch):
     monkeypatch.setenv("CC", "no-such-compiler-here")
     with pytest.warns(RuntimeWarning, match="no C compiler"):
-        assert native.library("double") is None
-    native.library.cache_clear()
+        assert build.library(SOURCE, "double") is None
+    build.library.cache_clear()
     monkeypatch.setenv("FRUIT_NATIVE", "0")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert native.library("double") is None
+        assert build.library(SOURCE, "double") is None
     with pytest.raises(ValueError, match="real must be one of"):
-        native.library("half")
+        build.library(SOURCE, "half")
 
 
 def test_cells_for_uses_torch_off_the_cpu_and_for_other_dtypes():
@@ -310,15 +311,15 @@ def test_a_compiler_without_march_native_still_builds(fresh_build, monkeypatch):
     wrapper.write_text(
         "#!/bin/sh\n"
         'for a in "$@"; do [ "$a" = -march=native ] && exit 1; done\n'
-        f'exec {native._compiler()[0]} "$@"\n'
+        f'exec {build.compiler()[0]} "$@"\n'
     )
     wrapper.chmod(0o755)
     monkeypatch.setenv("CC", str(wrapper))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        lib = native.library("double")
+        lib = build.library(SOURCE, "double")
     assert lib is not None
-    cells = NativeCells(native._declare(lib))
+    cells = NativeCells(SOURCE.declare(lib))
     z, h = torch.randn(2, 3, dtype=torch.float64), torch.empty(2, 3, dtype=torch.float64)
     cells.rnn_forward(z, h, None, None)
     assert (h - torch.tanh(z)).abs().max() < 1e-12

@@ -1,8 +1,9 @@
-"""The dVPDA's C kernels (fruit.stacks.dvpda_native, dvpda.c) against the PyTorch
-reference (fruit.stacks.scan, dvpda_step with FRUIT_NATIVE=0): readings and gradients of
-both APIs in float64 and float32, edge cases, the step API's growing buffers, branches
-and partial backward passes; where the implementation is chosen; and the fallback when
-the kernels cannot be built."""
+"""The dVPDA's C kernels (fruit.kernels.dvpda_native, dvpda.c) against its PyTorch
+operations (fruit.kernels.dvpda_scan, dvpda_run with FRUIT_NATIVE=0): readings and
+gradients of both APIs in float64 and float32, edge cases, the step API's growing
+buffers, branches and partial backward passes; where the implementation is chosen
+(fruit.stacks.implementation); and the fallback when the kernels cannot be built.
+(Both against the paper-notation reference: tests/test_stacks_reference.py.)"""
 
 from __future__ import annotations
 
@@ -11,23 +12,23 @@ import warnings
 import pytest
 import torch
 
-import fruit.stacks.dvpda_step as dvpda_step
-from fruit.models import native
+import fruit.stacks.nondeterministic as nondeterministic
+from fruit.kernels import build, dvpda_native
+from fruit.kernels.dvpda_native import NativeBuffers
+from fruit.kernels.dvpda_scan import Buffers
 from fruit.stacks import (
     DVPDAStack,
-    dvpda_native,
     dvpda_readings,
     dvpda_readings_stepwise,
     num_actions,
 )
-from fruit.stacks.dvpda_native import NativeBuffers
-from fruit.stacks.scan import Buffers
+from fruit.stacks.implementation import dvpda_kernels
 
 F64, F32 = torch.float64, torch.float32
 
 
 def needs_native(dtype=F64):
-    if dvpda_native.kernels(torch.zeros((), dtype=dtype)) is None:
+    if dvpda_kernels(torch.zeros((), dtype=dtype)) is None:
         pytest.skip("the dVPDA C kernels are not built here (no C compiler, or FRUIT_NATIVE=0)")
 
 
@@ -35,9 +36,9 @@ def needs_native(dtype=F64):
 def fresh_build(monkeypatch, tmp_path):
     """An empty cache folder, and no library remembered from earlier tests."""
     monkeypatch.setenv("FRUIT_CACHE_DIR", str(tmp_path))
-    dvpda_native.library.cache_clear()
+    build.library.cache_clear()
     yield tmp_path
-    dvpda_native.library.cache_clear()
+    build.library.cache_clear()
 
 
 def random_nd(B, n, Q, S, m, seed, scale=1.0, dtype=F64):
@@ -85,16 +86,16 @@ def stepped(logits, pushed_log, bottom_log, Q, S, length=None):
 def test_kernels_are_chosen_on_the_cpu_for_float_dtypes(monkeypatch):
     needs_native()
     for dtype in (F32, F64):
-        assert dvpda_native.kernels(torch.zeros((), dtype=dtype)) is not None
-    assert dvpda_native.kernels(torch.zeros((), dtype=torch.bfloat16)) is None
+        assert dvpda_kernels(torch.zeros((), dtype=dtype)) is not None
+    assert dvpda_kernels(torch.zeros((), dtype=torch.bfloat16)) is None
     bottom = torch.zeros(3, dtype=F64)
     assert isinstance(DVPDAStack.initial(bottom, 2, 2, 2).run.buffers, NativeBuffers)
     monkeypatch.setenv("FRUIT_NATIVE", "0")
-    assert dvpda_native.kernels(torch.zeros((), dtype=F64)) is None
+    assert dvpda_kernels(torch.zeros((), dtype=F64)) is None
     assert isinstance(DVPDAStack.initial(bottom, 2, 2, 2).run.buffers, Buffers)
     if torch.cuda.is_available():
         monkeypatch.setenv("FRUIT_NATIVE", "1")
-        assert dvpda_native.kernels(torch.zeros((), device="cuda")) is None
+        assert dvpda_kernels(torch.zeros((), device="cuda")) is None
 
 
 # ---------------------------------------------------------------- against the reference
@@ -142,7 +143,7 @@ def test_extreme_logits_match_the_reference(monkeypatch):
 def test_step_api_matches_the_reference(length, monkeypatch):
     """Known length, and growing buffers (capacity 4, then 8, 16, 32)."""
     needs_native()
-    monkeypatch.setattr(dvpda_step, "INITIAL_CAPACITY", 4)
+    monkeypatch.setattr(nondeterministic, "INITIAL_CAPACITY", 4)
     inputs = random_nd(3, 20, 3, 3, 5, seed=5, scale=2.0)
     step = lambda *a: stepped(*a, length=length)  # noqa: E731
     fast = readings_and_grads(step, inputs, 3, 3, monkeypatch, True)
@@ -275,7 +276,7 @@ def test_native_buffers_use_less_memory_than_the_reference():
     needs_native()
     bottom = torch.zeros(5, dtype=F64)
     for n in (16, 64):
-        fast = NativeBuffers(dvpda_native.kernels(bottom), bottom, 2, n, 3, 3).gamma.numel()
+        fast = NativeBuffers(dvpda_kernels(bottom), bottom, 2, n, 3, 3).gamma.numel()
         reference = Buffers(bottom, 2, n, 3, 3).gamma.numel()
         assert fast < 0.65 * reference  # a triangle (plus row padding), not a square
 
@@ -288,7 +289,7 @@ def test_kernels_are_built_into_the_cache(fresh_build):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for real in ("float", "double"):
-            assert dvpda_native.library(real) is not None
+            assert build.library(dvpda_native.SOURCE, real) is not None
     assert sorted(p.name[:12] for p in fresh_build.iterdir()) == ["dvpda-double", "dvpda-float-"]
 
 
@@ -298,15 +299,15 @@ def test_no_compiler_falls_back_to_pytorch(fresh_build, monkeypatch):
     monkeypatch.setenv("CC", "no-such-compiler-here")
     monkeypatch.setenv("FRUIT_NATIVE", "1")
     with pytest.warns(RuntimeWarning, match="nondeterministic stack.*no C compiler"):
-        assert dvpda_native.kernels(torch.zeros((), dtype=F64)) is None
+        assert dvpda_kernels(torch.zeros((), dtype=F64)) is None
     got = readings_and_grads(dvpda_readings, inputs, 3, 3, monkeypatch, True)
     assert_close(got, reference, 0)
     assert isinstance(DVPDAStack.initial(inputs[2], 2, 3, 3).run.buffers, Buffers)
-    dvpda_native.library.cache_clear()
+    build.library.cache_clear()
     monkeypatch.setenv("FRUIT_NATIVE", "0")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # switched off: no warning
-        assert dvpda_native.kernels(torch.zeros((), dtype=F64)) is None
+        assert dvpda_kernels(torch.zeros((), dtype=F64)) is None
     assert list(fresh_build.iterdir()) == []
 
 
@@ -314,28 +315,28 @@ def test_a_failed_build_warns_and_falls_back(fresh_build, monkeypatch):
     monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
     monkeypatch.setenv("FRUIT_NATIVE", "1")
     with pytest.warns(RuntimeWarning, match="runs on PyTorch operations"):
-        assert dvpda_native.library("double") is None
+        assert build.library(dvpda_native.SOURCE, "double") is None
     assert list(fresh_build.iterdir()) == []
 
 
 def test_a_compiler_without_march_native_builds_correct_kernels(fresh_build, monkeypatch):
     """Without -march=native the vectors are narrower (SSE2: a different row block), and
     the results are the same."""
-    if native._compiler() is None:
+    if build.compiler() is None:
         pytest.skip("no C compiler ($CC or cc) on this machine")
     (fresh_build / "bin").mkdir()
     wrapper = fresh_build / "bin" / "cc-without-march-native"
     wrapper.write_text(
         "#!/bin/sh\n"
         'for a in "$@"; do [ "$a" = -march=native ] && exit 1; done\n'
-        f'exec {native._compiler()[0]} "$@"\n'
+        f'exec {build.compiler()[0]} "$@"\n'
     )
     wrapper.chmod(0o755)
     monkeypatch.setenv("CC", str(wrapper))
     monkeypatch.setenv("FRUIT_NATIVE", "1")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert dvpda_native.library("double") is not None
+        assert build.library(dvpda_native.SOURCE, "double") is not None
     inputs = random_nd(2, 14, 3, 3, 5, seed=16, scale=2.0)
     for impl in (dvpda_readings, dvpda_readings_stepwise):
         fast = readings_and_grads(impl, inputs, 3, 3, monkeypatch, True)

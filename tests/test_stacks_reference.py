@@ -18,6 +18,7 @@ from fruit.stacks import (
 )
 from fruit.stacks import reference as ref
 from fruit.stacks.bruteforce import dvpda_bruteforce, superposition_bruteforce
+from fruit.stacks.implementation import dvpda_kernels
 
 F64, F32 = torch.float64, torch.float32
 
@@ -128,10 +129,8 @@ def assert_close(got, want, rel):
 ])  # fmt: skip
 def test_fast_dvpda_matches_the_reference(api, native, B, n, Q, S, m, kind, monkeypatch):
     """float64: readings and gradients within 1e-10 of the autograd reference."""
-    from fruit.stacks import dvpda_native
-
     monkeypatch.setenv("FRUIT_NATIVE", "1" if native else "0")
-    if native and dvpda_native.kernels(torch.zeros((), dtype=F64)) is None:
+    if native and dvpda_kernels(torch.zeros((), dtype=F64)) is None:
         pytest.skip("the dVPDA C kernels are not built here (no C compiler)")
     inputs = random_nd(B, n, Q, S, m, seed=n * 7 + Q, kind=kind)
     want = readings_and_grads(ref.dvpda_readings, inputs, Q, S)
@@ -143,10 +142,8 @@ def test_fast_dvpda_matches_the_reference(api, native, B, n, Q, S, m, kind, monk
 def test_float32_dvpda_within_float32_rounding_of_the_reference(native, monkeypatch):
     """Recurrences in float32 (compute_dtype=None), moderate logits: within float32 rounding
     of the float64 reference."""
-    from fruit.stacks import dvpda_native
-
     monkeypatch.setenv("FRUIT_NATIVE", "1" if native else "0")
-    if native and dvpda_native.kernels(torch.zeros((), dtype=F32)) is None:
+    if native and dvpda_kernels(torch.zeros((), dtype=F32)) is None:
         pytest.skip("the dVPDA C kernels are not built here (no C compiler)")
     inputs = random_nd(2, 8, 3, 3, 5, seed=3, kind="wide")
     want = readings_and_grads(ref.dvpda_readings, inputs, 3, 3)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-import fruit.stacks.dvpda_step as dvpda_step
-import fruit.stacks.nondeterministic as nd
+import fruit.kernels.dvpda_math as nd
+import fruit.stacks.nondeterministic as nondeterministic
 from fruit.errors import FruitError
 from fruit.stacks import (
     DVPDAStack,
@@ -170,7 +170,7 @@ def step_readings(logits, pushed_log, bottom_log, Q, S, length=None):
 def test_dvpda_step_gradients_equal_plain_autograd(length, monkeypatch):
     """Hand-written adjoint of the step API vs autograd of the same forward math; n = 20 also
     exercises growing the buffers (initial capacity 4)."""
-    monkeypatch.setattr(dvpda_step, "INITIAL_CAPACITY", 4)
+    monkeypatch.setattr(nondeterministic, "INITIAL_CAPACITY", 4)
     Q, S = 2, 3
     logits, pushed_log, bottom_log = random_nd(2, 20, Q, S, 3, seed=1, scale=2.0)
     weights = torch.randn(2, 20, Q * S * 3, generator=torch.Generator().manual_seed(2), dtype=F64)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fruit.models.products import project
+from fruit.kernels.products import project
 
 
 class RecurrentCore(nn.Module):

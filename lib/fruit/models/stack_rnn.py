@@ -13,7 +13,7 @@ log-weights W_a h + b_a, log pushed log σ(W_v h + b_v), learned bottom vector.
 
 Speed (the controller cannot be run over the whole sequence, so every op is paid
 per time step): the batched forward of the Sup models is one autograd Function with
-a hand-written backward (`sup_pass.SupPass`: oneDNN products and C kernels for the
+a hand-written backward (`fruit.kernels.sup_pass.SupPass`: oneDNN products and C kernels for the
 pointwise work of each step on the CPU); the Nd models run the controller as
 `recurrent.Cells` (one matmul per layer and step, first layer's token part for all
 steps at once, weight gradients deferred to one matmul per layer) next to the
@@ -33,10 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fruit.kernels.sup_pass import sup_pass
 from fruit.models.init import xavier
 from fruit.models.recurrent import Cells, RecurrentCore
 from fruit.models.sizing import stack_sizes
-from fruit.models.sup_pass import sup_pass
 
 
 @dataclass

@@ -8,14 +8,19 @@ Step API: SuperpositionStack, DVPDAStack (initial / step / reading / select); bo
 accept ``initial(..., length=T)``, a promise of at most T updates (Sup: keeps only the
 elements that can still reach the top; Nd: buffers allocated once).
 
-On the CPU the dVPDA runs on C kernels (dvpda.c, compiled on first use; see
-`dvpda_native`), with the PyTorch implementation of `scan` / `dvpda_step` as the
-reference and for CUDA; FRUIT_NATIVE=0 selects the reference everywhere.
+This package holds the public API (`superposition`, `nondeterministic`), the
+paper-notation references (`reference`: plain PyTorch, autograd gradients), the
+brute-force oracles (`bruteforce`), and `implementation`, the one place that chooses
+which fast implementation of fruit.kernels runs (C kernels on the CPU, PyTorch
+operations on CUDA, without a compiler, or with FRUIT_NATIVE=0).
 """
 
-from fruit.stacks.dvpda_step import DVPDAStack, dvpda_readings_stepwise
-from fruit.stacks.nondeterministic import num_actions
-from fruit.stacks.scan import dvpda_readings
+from fruit.stacks.nondeterministic import (
+    DVPDAStack,
+    dvpda_readings,
+    dvpda_readings_stepwise,
+    num_actions,
+)
 from fruit.stacks.superposition import SuperpositionStack, superposition_readings
 
 __all__ = [

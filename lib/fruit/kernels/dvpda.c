@@ -1,14 +1,15 @@
 /* The dVPDA's dynamic program (docs/paper.md §6) on the CPU: one update of one example,
  * forward and its adjoint, and drivers over a batch (one update, or a whole sequence).
  *
- * The mathematics, the names and the scaling are those of fruit.stacks.nondeterministic
- * and fruit.stacks.scan (the PyTorch implementation; read their docstrings first): the
+ * The mathematics, the names and the scaling are those of fruit.kernels.dvpda_math
+ * and fruit.kernels.dvpda_scan (PyTorch operations; read their docstrings first): the
  * forward weights alpha, eta with log scales psi, chi; the table G of scaled inner
  * weights gamma (`table` here) with per-column log scales phi; H = gamma' (the pop
  * helper); push P, replace R, pop O; the adjoints g_* and the deferred adjoint of gamma
- * (GU, HR) of scan._GammaAdjoint.
- * fruit.stacks.dvpda_native calls these functions; the tests hold them to the reference
- * in float64 and float32. fruit.models.native compiles this file twice, with
+ * (GU, HR) of dvpda_scan._GammaAdjoint.
+ * fruit.kernels.dvpda_native calls these functions; the tests hold them to the PyTorch
+ * operations and to the paper-notation reference (fruit.stacks.reference) in float64
+ * and float32. fruit.kernels.build compiles this file twice, with
  * REAL = float and REAL = double.
  *
  * Layout (one example). X = Q S configurations a = (q, x), flattened q S + x. A row
@@ -623,7 +624,7 @@ static void backward_one(const Dims *d, const State *st, const Adjoint *g, idx t
     for (idx c = 0; c < m; c++) g_pushed[c] = g_v[c] * in->vector[c];
 }
 
-/* ---- batch drivers (called from fruit.stacks.dvpda_native through ctypes) -------------- */
+/* ---- batch drivers (called from fruit.kernels.dvpda_native through ctypes) -------------- */
 
 typedef struct { /* contiguous (B, ...) arrays; n: capacity in updates */
     idx B, Q, S, m, n;

@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from fruit.models.products import linear, linear_add
-from fruit.models.sup_cells import cells_for
+from fruit.kernels.products import linear, linear_add
+from fruit.kernels.sup_cells import cells_for
 
 
 class SupPass(torch.autograd.Function):

@@ -1,31 +1,29 @@
 """The dVPDA on the CPU through the C kernels of ``dvpda.c``: the same computation as
-`scan` (the PyTorch reference), with the same quantities under the same names.
+`dvpda_scan` (PyTorch operations), with the same quantities under the same names.
 
-`kernels` decides, in one place, which implementation a run takes: the C kernels for
-float32 and float64 tensors on the CPU when they are built (compiled on first use by
-`fruit.models.native.load`, like the stack-RNN kernels, and switched off with
-FRUIT_NATIVE=0), PyTorch operations otherwise (CUDA, other dtypes, no compiler).
+fruit.stacks.implementation decides which of the two a run takes (the C kernels for
+float32 and float64 tensors on the CPU when they are built by `build`, switched off
+with FRUIT_NATIVE=0). What differs from `dvpda_scan` is where the time goes, not what
+is computed:
 
-What differs from `scan` is where the time goes, not what is computed:
-
-* gamma, the table of scaled inner weights, holds only the triangle i < k (about half of
-  `scan.Buffers`' square table), cut into blocks of rows; for each block its tiles
-  over the columns lie one after the other (dvpda.c's header), so that the O(n^3)
+* gamma, the table of scaled inner weights, holds only the triangle i < k (about half
+  of `dvpda_scan.Buffers`' square table), cut into blocks of rows; for each block its
+  tiles over the columns lie one after the other (dvpda.c's header), so that the O(n^3)
   pop contraction and its two adjoints stream through memory as small matrix
   products with the accumulators in registers;
 * the whole-sequence API (`NativeScan`) runs one example at a time, forward and
   backward, so that an example's table stays in the cache, and keeps only one
   example's adjoint buffers;
 * the step API (`NativeBuffers.step`, `NativeAdjoint.step`) runs one update of every
-  example per call, with the run's adjoint buffers (GU, HR) as in `scan.Adjoint`;
+  example per call, with the run's adjoint buffers (GU, HR) as in `dvpda_scan.Adjoint`;
   this order is forced by the stack RNNs (the controller needs every reading of
   update t before update t+1), so each update walks every example's table.
 
-The recurrences stay in float64 by default, as in `scan`: the table's rows span far
-more than float32's range with large logits (measured at n = 256, logits in
-[-50, 50]: the smallest row of a column is 1e-178 of the largest, and a float32
-table changes readings by 5%), and the float64 kernels meet the speed targets. The
-float32 kernels run when the recurrences are asked for in float32 (compute_dtype).
+The recurrences stay in float64 by default: the table's rows span far more than
+float32's range with large logits (measured at n = 256, logits in [-50, 50]: the
+smallest row of a column is 1e-178 of the largest, and a float32 table changes
+readings by 5%), and the float64 kernels meet the speed targets. The float32 kernels
+run when the recurrences are asked for in float32 (compute_dtype).
 
 The inputs of each update, weights = exp(logits - shift) and vector =
 exp(pushed_log - vector_shift), are computed here with PyTorch (`exp_shifted`), so the
@@ -36,19 +34,13 @@ from the C code already multiplied by them.
 from __future__ import annotations
 
 import ctypes
-import functools
-import os
-import warnings
-from pathlib import Path
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from fruit.stacks.nondeterministic import exp_shifted, initial_terms
-
-SOURCE = Path(__file__).with_name("dvpda.c")
-REAL = {torch.float32: "float", torch.float64: "double"}
+from fruit.kernels.build import CSource
+from fruit.kernels.dvpda_math import exp_shifted, initial_terms
 
 _idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
 
@@ -72,50 +64,21 @@ class _Inputs(ctypes.Structure):  # nd_inputs
     ]
 
 
-def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+def _signatures():
     i, p, c = _idx, _ptr, ctypes.c_int
     B, A, X = ctypes.POINTER(_Buffers), ctypes.POINTER(_Adjoint), ctypes.POINTER(_Inputs)
-    signatures = {
-        "nd_table_size": ([i, i, i], i),
-        "nd_hr_size": ([i, i, i], i),
-        "nd_forward_step": ([B, i, c, X, p], c),
-        "nd_backward_step": ([B, A, i, c, X, p, p, p], c),
-        "nd_forward_sequence": ([B, i, X, p], c),
-        "nd_backward_sequence": ([B, i, X, p, p, p, p], c),
-        "nd_copy_columns": ([i, i, i, p, i, p, i, i], c),
-    }
-    for name, (argtypes, restype) in signatures.items():
-        function = getattr(lib, name)
-        function.argtypes, function.restype = argtypes, restype
-    return lib
-
-
-def _warn(reason: str) -> None:
-    warnings.warn(
-        "fruit: the C kernels of the nondeterministic stack (dVPDA) are not available, so "
-        f"it runs on PyTorch operations (same results, slower on the CPU): {reason}. "
-        "Set FRUIT_NATIVE=0 to silence this.",
-        RuntimeWarning,
-        stacklevel=4,
+    return (
+        ("nd_table_size", (i, i, i), i),
+        ("nd_hr_size", (i, i, i), i),
+        ("nd_forward_step", (B, i, c, X, p), c),
+        ("nd_backward_step", (B, A, i, c, X, p, p, p), c),
+        ("nd_forward_sequence", (B, i, X, p), c),
+        ("nd_backward_sequence", (B, i, X, p, p, p, p), c),
+        ("nd_copy_columns", (i, i, i, p, i, p, i, i), c),
     )
 
 
-@functools.cache
-def library(real: str) -> ctypes.CDLL | None:
-    """dvpda.c compiled with REAL = ``real`` ("float" or "double"), or None."""
-    from fruit.models import native  # the build helper (imported on first use)
-
-    return native.load(SOURCE, real, _declare, _warn)
-
-
-def kernels(x: Tensor) -> ctypes.CDLL | None:
-    """The one place that chooses the implementation: the C kernels for a run whose
-    recurrences are in x's dtype and on x's device, or None for PyTorch operations."""
-    if x.device.type != "cpu" or x.dtype not in REAL:
-        return None
-    if os.environ.get("FRUIT_NATIVE", "1") == "0":
-        return None
-    return library(REAL[x.dtype])
+SOURCE = CSource("dvpda.c", _signatures(), "the nondeterministic stack (dVPDA)")
 
 
 def _p(x: Tensor | None) -> int | None:
@@ -138,7 +101,7 @@ def _inputs(logits: Tensor, pushed_log: Tensor):
 
 
 class NativeBuffers:
-    """`scan.Buffers` for the C kernels: the forward weights alpha (B, n+1, X) and eta
+    """`dvpda_scan.Buffers` for the C kernels: the forward weights alpha (B, n+1, X) and eta
     (B, n+1, X, m), psi, chi, phi, col_scale, n_alpha, n_eta (B, n+1) as there, and gamma,
     the table of scaled inner weights (B, size) in dvpda.c's column layout, columns 1..n-1. Entry t is written by update t and never
     rewritten."""
@@ -213,7 +176,7 @@ class NativeBuffers:
 
 
 class NativeAdjoint:
-    """`scan.Adjoint` for the C kernels: g_alpha (`alpha`), g_eta (`eta`), and the
+    """`dvpda_scan.Adjoint` for the C kernels: g_alpha (`alpha`), g_eta (`eta`), and the
     deferred adjoint of gamma: GU (the adjoints of its columns, laid out like gamma)
     and HR (gamma' of each update), filled from the last update down to the first."""
 
@@ -261,7 +224,7 @@ class NativeAdjoint:
 
 
 class NativeScan(torch.autograd.Function):
-    """`scan._DVPDAScan` on the C kernels: forward and backward one example at a time."""
+    """`dvpda_scan.TorchScan` on the C kernels: forward and backward one example at a time."""
 
     @staticmethod
     def forward(ctx, logits, pushed_log, bottom_log, Q, S, lib):

@@ -1,25 +1,16 @@
-"""Whole-sequence dVPDA readings: one preallocated table, hand-written backward.
+"""The dVPDA in PyTorch operations with a hand-written backward: the fast path on CUDA
+(and on the CPU without the C kernels); `dvpda_native` is the same on C kernels.
 
-The forward pass runs the step math of `nondeterministic.py` on views of one
+`TorchScan` (whole sequences) runs the step math of `dvpda_math` on views of one
 preallocated (B, S, n, X, n, Q) table gamma of scaled inner weights, writing column t
 in place. The backward pass is the reverse loop (the outside algorithm) over the same
 table with an adjoint table of the same size, so memory is O(B n^2 Q^2 S^2) and
-autograd stores nothing per step. All scales are constants (see nondeterministic.py),
-so the hand-written backward is the exact gradient of the readings.
+autograd stores nothing per step. All scales are constants (see dvpda_math), so the
+hand-written backward is the exact gradient of the readings.
 
 `Buffers` (the forward state and one update) and `Adjoint` (the reverse of one
-update) are shared with the step API (`dvpda_step.py`), so both APIs compute the
-same numbers.
-
-By default the recurrences run in float64 whatever the input dtype: a float32 range
-(e^±87) is too small for the relative magnitudes inside one column of the table when
-logits reach ±50 over hundreds of steps; float64 (e^±708) is not. Readings are cast
-back to the input dtype.
-
-This module is the PyTorch implementation (the reference, and the one CUDA runs). On
-the CPU, `dvpda_readings` and `new_buffers` take the C kernels instead whenever
-`dvpda_native.kernels` (the one place that chooses) returns them: the same quantities,
-computed one example at a time.
+update) are shared with the step API (`dvpda_run`), so both APIs compute the same
+numbers. fruit.stacks.implementation chooses between this module and `dvpda_native`.
 """
 
 from __future__ import annotations
@@ -27,11 +18,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fruit.stacks import dvpda_native
-from fruit.stacks.nondeterministic import (
+from fruit.kernels.dvpda_math import (
     StepInputs,
     _positive,
-    check_shapes,
     forward_weights,
     initial_terms,
     new_gamma_column,
@@ -40,47 +29,9 @@ from fruit.stacks.nondeterministic import (
     reading_of,
 )
 
-COMPUTE_DTYPE = torch.float64
-
-
-def dvpda_readings(
-    action_logits: Tensor,
-    pushed_log: Tensor,
-    bottom_log: Tensor,
-    num_states: int,
-    num_symbols: int,
-    compute_dtype: torch.dtype | None = COMPUTE_DTYPE,
-) -> Tensor:
-    """action_logits (B, n, A) flat layout of docs/paper.md §6.1 (weights exp(logit),
-    unnormalised); pushed_log (B, n, m); bottom_log (m,) -> readings (B, n, Q*S*m),
-    reading t after update t, layout (state, symbol, component).
-
-    compute_dtype: dtype of the recurrences (None: the input dtype).
-    """
-    check_shapes(action_logits, pushed_log, num_states, num_symbols)
-    dtype = action_logits.dtype
-    work = compute_dtype or dtype
-    inputs = action_logits.to(work), pushed_log.to(work), bottom_log.to(work)
-    lib = dvpda_native.kernels(inputs[0])
-    if lib is not None:
-        readings = dvpda_native.NativeScan.apply(*inputs, num_states, num_symbols, lib)
-    else:
-        readings = _DVPDAScan.apply(*inputs, num_states, num_symbols)
-    return readings.to(dtype)
-
-
-def new_buffers(bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
-    """The buffers of a run in bottom_log's dtype and device: `dvpda_native.NativeBuffers`
-    where `dvpda_native.kernels` chooses the C kernels, else `Buffers`. Both have the
-    same interface (step, resized, adjoint)."""
-    lib = dvpda_native.kernels(bottom_log)
-    if lib is not None:
-        return dvpda_native.NativeBuffers(lib, bottom_log, batch_size, n, Q, S)
-    return Buffers(bottom_log, batch_size, n, Q, S)
-
 
 class Buffers:
-    """The scaled quantities of one run, for updates t = 1..n (nondeterministic.py):
+    """The scaled quantities of one run, for updates t = 1..n (dvpda_math):
     gamma, the table of scaled inner weights (B, S, N, X, N, Q) with N = max(n, 1), the
     forward weights alpha and eta, their log scales psi, chi, gamma's column scales phi,
     and the normalisers of times 0..n. Entry t is written by update t and never
@@ -197,7 +148,10 @@ class Adjoint:
         return (self.eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
 
 
-class _DVPDAScan(torch.autograd.Function):
+class TorchScan(torch.autograd.Function):
+    """(logits (B, n, A), pushed_log (B, n, m), bottom_log (m,), Q, S) -> readings
+    (B, n, Q*S*m), in the inputs' dtype (the compute dtype)."""
+
     @staticmethod
     def forward(ctx, logits, pushed_log, bottom_log, Q, S):
         B, n, _ = logits.shape
