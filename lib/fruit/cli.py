@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from fruit.errors import FruitError
+from fruit.errors import STORAGE_ERRNOS, FruitError
 
 # name -> one-line help. The module is fruit.commands.<name with - as _>.
 COMMANDS = {
@@ -53,12 +53,28 @@ def main(argv: list[str] | None = None) -> int:
     except FruitError as e:
         print(f"fruit: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("fruit: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # e.g. `fruit sizes | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as the Python docs advise
         return 0
+    except OSError as e:
+        if not (e.filename or e.errno in STORAGE_ERRNOS):
+            raise  # not about a path: a bug worth its traceback
+        # a path that cannot be read or written (read-only, no permission, disk full,
+        # not a folder, ...): one line naming it, never the library's traceback
+        print(f"fruit: error: {os_error_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fruit: interrupted", file=sys.stderr)
+        return 130
+
+
+def os_error_line(e: OSError) -> str:
+    """``PATH: reason`` (``PATH -> OTHER: reason`` for a rename) of an OSError."""
+    reason = e.strerror or str(e) or type(e).__name__
+    if not e.filename:
+        return f"a file could not be written: {reason}"
+    where = str(e.filename) + (f" -> {e.filename2}" if e.filename2 else "")
+    return f"{where}: {reason}"
 
 
 if __name__ == "__main__":

@@ -1,4 +1,29 @@
-"""The one exception type that the command line turns into a one-line error."""
+"""The one exception type that the command line turns into a one-line error, and the
+checks that build it (names, numbers, files that cannot be written)."""
+
+from __future__ import annotations
+
+import errno
+import math
+
+# OSError numbers that mean "this place cannot be written": the message names the path
+# and the reason, in one line (fruit.cli, fruit.io.atomic_open).
+STORAGE_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "EFBIG")
+    if hasattr(errno, name)
+)
+
+
+# Valid ranges shared by the commands, the notebooks and the run settings.
+MAX_SEED = 2**63 - 1  # seeds go to random.Random and torch.manual_seed (64 bits at most)
+# The most examples of one split: 10x the paper's training set. More is a typo, not a
+# plan: generation with de-duplication would run for hours and could exhaust memory.
+MAX_SPLIT_SIZE = 1_000_000
+# Model sizes far beyond the paper's (~200k parameters, d up to a few hundred): a typo,
+# not a plan (d = 100,000 would need hundreds of GB before the first batch).
+MAX_D = 4096
+MAX_TARGET_PARAMS = 100_000_000
 
 
 class FruitError(Exception):
@@ -10,7 +35,94 @@ class FruitError(Exception):
     """
 
 
+class StorageError(FruitError):
+    """A file could not be written: read-only, no permission, or the disk is full."""
+
+
 def unknown_choice(kind: str, value: str, choices) -> FruitError:
     """Build the standard "unknown X 'v'; valid choices: a, b, c" error."""
     listed = ", ".join(sorted(choices))
     return FruitError(f"unknown {kind} {value!r}; valid choices: {listed}")
+
+
+def storage_error(path, error: OSError) -> StorageError:
+    """``cannot write PATH: No space left on device`` (one line, the path named)."""
+    reason = error.strerror or str(error) or type(error).__name__
+    return StorageError(f"cannot write {path}: {reason}")
+
+
+def check_integer(name: str, value, minimum: int | None = None, maximum: int | None = None):
+    """``value`` as an int within [minimum, maximum]; a FruitError naming ``name`` if it
+    is not an integer (booleans and fractions are not) or lies outside."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise FruitError(f"{name} must be an integer{_bounds(minimum, maximum)}, not {value!r}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise FruitError(f"{name} must be an integer{_bounds(minimum, maximum)}, not {value!r}")
+    return value
+
+
+def check_number(
+    name: str,
+    value,
+    above: float | None = None,
+    below: float | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> float:
+    """``value`` as a finite float within the bounds given (``above``/``below``: strict,
+    ``minimum``/``maximum``: inclusive); a FruitError naming ``name`` otherwise. nan and
+    inf never pass: they make no sense as settings, and config.json could not hold them."""
+    bounds = (
+        ("above", above, lambda x, b: x > b),
+        ("below", below, lambda x, b: x < b),
+        ("at least", minimum, lambda x, b: x >= b),
+        ("at most", maximum, lambda x, b: x <= b),
+    )
+    words = " and ".join(f"{word} {bound:g}" for word, bound, _ in bounds if bound is not None)
+    wanted = f"{name} must be a finite number" + (f" {words}" if words else "")
+    try:
+        number = float(value) if not isinstance(value, (bool, str)) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    ok = math.isfinite(number) and all(
+        holds(number, bound) for _, bound, holds in bounds if bound is not None
+    )
+    if not ok:
+        raise FruitError(f"{wanted}, not {value!r}")
+    return number
+
+
+def _bounds(minimum, maximum) -> str:
+    if minimum is not None and maximum is not None:
+        return f" from {minimum:,} to {maximum:,}"
+    if minimum is not None:
+        return f" >= {minimum:,}"
+    if maximum is not None:
+        return f" <= {maximum:,}"
+    return ""
+
+
+def one_line_notebook_errors() -> None:
+    """In a Jupyter kernel: show a ``FruitError`` as its one-line message, not a traceback.
+
+    The cell still fails (papermill raises, with ename "FruitError" and the message as
+    evalue), so a bad parameter stops a headless run with a short, clear reason.
+    Elsewhere (plain Python) this does nothing.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        short = [f"{etype.__name__}: {value}"]  # the "structured traceback": one line
+        shell._showtraceback(etype, value, short)  # the cell's error output (as IPython's own)
+        return short
+
+    shell.set_custom_exc((FruitError,), handler)

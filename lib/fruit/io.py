@@ -9,27 +9,44 @@ Plain Python, no torch: checkpoints are saved through ``atomic_open`` by
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from fruit.errors import STORAGE_ERRNOS, FruitError, storage_error
+
 # A run folder's marker that its training paused at a time limit (fruit.training.Run.train
 # writes it, removes it when training goes on); the runner reads it to tell a paused run
 # from a failed one.
 PAUSED_MARKER = "paused.json"
+# A run folder's record of what went wrong and was mended (a damaged checkpoint.pt made
+# the run start again, ...), one line each (fruit.training.checkpoints); metrics.json
+# repeats them under "warnings" and the sweep's runner.log notes them.
+WARNINGS_LOG = "warnings.log"
+# A failed write on a file system with less room than this is reported as a full disk.
+FULL_BELOW_BYTES = 1 << 20
 
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
     """Open a temporary sibling of ``path`` for writing; rename it to ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched. A
+    folder that cannot be written (read-only, no permission) or a full disk raises
+    ``fruit.errors.StorageError`` naming ``path`` in one line, whatever library was
+    writing (torch reports a full disk as a RuntimeError about stream positions).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        if e.errno in STORAGE_ERRNOS:
+            raise storage_error(path, e) from None
+        raise
     try:
         if "b" not in mode:
             kwargs.setdefault("encoding", "utf-8")
@@ -40,10 +57,35 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in STORAGE_ERRNOS:
+            raise storage_error(path, e) from None
+        if isinstance(e, Exception) and not isinstance(e, FruitError) and disk_full(path.parent):
+            raise storage_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))) from None
         raise
+
+
+def check_folder(path: str | os.PathLike, option: str) -> None:
+    """``path`` can become a folder to write into: it is a folder, or does not exist and
+    no file stands where it or a folder above it would be (a one-line FruitError naming
+    ``option`` otherwise), checked before any work starts."""
+    path = Path(path)
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise FruitError(f"{option} {path}: {place} is a file, not a folder")
+            return
+
+
+def disk_full(folder: Path) -> bool:
+    """Whether the file system of ``folder`` has (almost) no space left."""
+    try:
+        stats = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs (Windows) or the folder is gone
+        return False
+    return stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
 
 
 def _umask() -> int:
@@ -63,14 +105,42 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
         f.write("\n")
 
 
-def read_metrics(folder: str | os.PathLike) -> dict[str, Any] | None:
-    """A run folder's ``metrics.json``, or None while the run is unfinished (docs/contracts.md §5)."""
-    path = Path(folder) / "metrics.json"
+class DamagedRecord(FruitError):
+    """A JSON record (metrics.json, config.json, data.json) that is not the JSON object
+    fruit wrote: edited, truncated or broken outside fruit (fruit writes atomically)."""
+
+    def __init__(self, path: str | os.PathLike, reason: str, what_to_do: str = ""):
+        super().__init__(
+            f"{path} is damaged ({reason})" + (f"; {what_to_do}" if what_to_do else "")
+        )
+        self.path, self.reason = Path(path), reason
+
+
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
+def read_json_record(path: str | os.PathLike, what_to_do: str = "") -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when the file is absent; a one-line
+    ``DamagedRecord`` naming it (and ``what_to_do``) when it is not a JSON object."""
+    path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # never written by fruit (atomic)
-        from fruit.errors import FruitError
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise DamagedRecord(path, f"not valid JSON: {e}", what_to_do) from None
+    if not isinstance(record, dict):
+        kind = "null" if record is None else _JSON_KINDS.get(type(record), type(record).__name__)
+        raise DamagedRecord(path, f"{kind}, not a JSON object", what_to_do)
+    return record
 
-        raise FruitError(f"{path} is not valid JSON ({e}); remove it to rerun that run") from e
+
+def read_metrics(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """A run folder's ``metrics.json``, or None while the run is unfinished (docs/contracts.md §5)."""
+    return read_json_record(Path(folder) / "metrics.json", "remove it to rerun that run")
