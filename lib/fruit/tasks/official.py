@@ -20,7 +20,7 @@ from fruit.tasks import get_task
 from fruit.tasks.base import SPLITS, Example, Task
 from fruit.tasks.passives import fix_german_passive
 from fruit.tasks.splits import generate_train, write_task
-from fruit.tasks.tsv import parse_tsv
+from fruit.tasks.tsv import check_sources, parse_tsv
 
 _MCCOY = "https://github.com/tommccoy1/rnn-hierarchical-biases/raw/f34a87c4fe804cb288d0527daa9c251def0ae24e/data/"
 _MUELLER = "https://github.com/sebschu/multilingual-transformations/raw/e848833f2df7674022ef02e2b649482d23ade7a7/data/"
@@ -104,13 +104,7 @@ def fetch(address: str) -> bytes:
 
 def check_examples(task: Task, examples: list[Example], name: str) -> None:
     """Every source ends in one of the task's markers (``name:line`` in the error)."""
-    markers = (task.identity_marker, task.transform_marker)
-    for i, (source, _) in enumerate(examples, 1):
-        if source[-1] not in markers or len(source) < 2:
-            raise FruitError(
-                f"{name}:{i}: expected a source ending in the marker "
-                f"{markers[0]!r} or {markers[1]!r}, found {source[-1]!r}"
-            )
+    check_sources(examples, (task.identity_marker, task.transform_marker), name)
 
 
 def fix(task: Task, examples: list[Example]) -> tuple[list[Example], int]:

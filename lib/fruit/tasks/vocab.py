@@ -59,6 +59,19 @@ class Vocabulary:
     def __repr__(self) -> str:
         return f"Vocabulary(size={self.size})"
 
+    def check_known(self, examples: Iterable[tuple[Sequence[str], Sequence[str]]], name: str):
+        """Every token of ``examples`` (sources and targets) is in the vocabulary; else a
+        FruitError naming ``name:line`` and the token (there is no <unk>: a model could
+        never read or produce it). Run on every split before training starts."""
+        for i, (source, target) in enumerate(examples, 1):
+            for part, tokens in (("source", source), ("target", target)):
+                unknown = [t for t in tokens if t not in self._ids]
+                if unknown:
+                    raise FruitError(
+                        f"{name}:{i}: the {part} token {unknown[0]!r} is not in the vocabulary "
+                        "(the tokens of the training file; there is no <unk>)"
+                    )
+
     def encode(self, tokens: Sequence[str]) -> list[int]:
         try:
             return [self._ids[t] for t in tokens]

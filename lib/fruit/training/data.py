@@ -6,7 +6,10 @@ With ``generate_data`` true, ``prepare_data`` -- the same function ``fruit run``
 generates an absent folder with seed ``data_seed`` (default
 ``derive_seed(profile.data_seed, task)``), so ``fruit train --profile P`` and ``fruit run
 --profile P`` read the same files; otherwise a missing train.tsv is a one-line error
-naming ``fruit data``. A folder with some files but no train.tsv is never overwritten.
+naming ``--generate-data`` (never a command that would make other data). A folder with
+some files but no train.tsv is never overwritten. Every line a run reads is checked
+before its first batch (``read_task_data``: format, markers, vocabulary), and a folder
+the sweep finds is checked once before any run starts.
 
 This module needs no torch and no model code: the sweep calls ``prepare_data`` before
 any run starts.
@@ -14,7 +17,6 @@ any run starts.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -22,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fruit.errors import FruitError, unknown_choice
-from fruit.io import atomic_write_json
+from fruit.errors import MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
+from fruit.io import atomic_write_json, read_json_record
 from fruit.profiles import DATA_SOURCES
 
 if TYPE_CHECKING:
@@ -52,9 +54,14 @@ def _first(examples, n, path):
     if n is not None and len(examples) < n:
         raise FruitError(
             f"{path} has {len(examples)} examples but this run needs {n}; "
-            "regenerate the data (fruit data) or ask for fewer"
+            "ask for fewer, or use a data folder made for these sizes"
         )
     return examples if n is None else examples[:n]
+
+
+def check_split_size(split: str, size) -> int:
+    """A split size from 1 to ``MAX_SPLIT_SIZE`` (a one-line FruitError otherwise)."""
+    return check_integer(f"{split}_size", size, 1, MAX_SPLIT_SIZE)
 
 
 def published_folder(explicit=None) -> Path | None:
@@ -89,7 +96,9 @@ def prepare_data(
     record has another seed or source, or fewer lines than asked, is an error (a run
     reads the first lines of each split). A folder holding the four splits but no
     ``data.json`` is taken as user-provided and used as it is; one with some files but
-    not all four splits is never overwritten. Returns "found" or "generated".
+    not all four splits is never overwritten. Either way the folder is checked as a run
+    will read it (``read_task_data``: format, markers, vocabulary, sizes), so a sweep
+    stops here, once, naming the file and line. Returns "found" or "generated".
     """
     from fruit.tasks import SPLITS, get_task
 
@@ -97,12 +106,12 @@ def prepare_data(
         raise unknown_choice("data source", source, DATA_SOURCES)
     root, task = Path(data_dir), get_task(task_slug)
     folder = root / task_slug
-    sizes = {split: int(sizes[split]) for split in SPLITS}
-    sizes["train"] = max(sizes["train"], MIN_GENERATED_TRAIN)
+    requested = {split: check_split_size(split, sizes[split]) for split in SPLITS}
+    sizes = {**requested, "train": max(requested["train"], MIN_GENERATED_TRAIN)}
     have_splits = all((folder / f"{split}.tsv").is_file() for split in SPLITS)
     marker = folder / DATA_MARKER
-    if marker.is_file():
-        found = json.loads(marker.read_text(encoding="utf-8"))
+    found = read_json_record(marker, f"remove the folder {folder} to have it made again")
+    if found is not None:
         short = [s for s in SPLITS if found.get("sizes", {}).get(s, 0) < sizes[s]]
         if (
             found.get("task") != task_slug
@@ -115,8 +124,10 @@ def prepare_data(
                 f"with seed {seed} and sizes {sizes}; use another data folder or remove that one"
             )
         if have_splits:
+            check_task_folder(folder, task, requested)
             return "found"
     elif have_splits:
+        check_task_folder(folder, task, requested)  # a user's own files: checked once here
         return "found"
     if folder.is_dir() and any(folder.iterdir()):
         what = (
@@ -136,6 +147,9 @@ def prepare_data(
         os.replace(staging / task_slug, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    # e.g. a dev/test/gen word that so small a train.tsv lacks: said once, here, not by
+    # every run of a sweep
+    check_task_folder(folder, task, requested)
     return "generated"
 
 
@@ -166,7 +180,7 @@ def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_d
 def load_data(config: RunConfig) -> TaskData:
     """The run's splits from ``data_dir/<task>/`` (generating them if allowed and absent);
     ``config`` is a resolved ``RunConfig`` (``fruit.training.resolve_config``)."""
-    from fruit.tasks import Vocabulary, get_task, read_tsv
+    from fruit.tasks import get_task
 
     task = get_task(config.task)
     root = Path(config.data_dir)
@@ -175,29 +189,60 @@ def load_data(config: RunConfig) -> TaskData:
         sizes = {s: getattr(config, f) for s, f in SPLIT_FIELDS.items()}
         prepare_data(root, config.task, config.data_seed, sizes, config.data_source)
     if not (folder / "train.tsv").is_file():
-        empty = not folder.is_dir() or not any(folder.iterdir())
+        advice = (
+            "add --generate-data (generate_data=True in the notebook) to make the profile's "
+            "data there, as fruit run does"
+        )
         if not root.is_dir():
+            raise FruitError(f"data directory {root} does not exist; {advice}")
+        if folder.is_dir() and any(folder.iterdir()):
             raise FruitError(
-                f"data directory {root} does not exist; create it with "
-                f"`fruit data --out {root}` (or generate_data=True)"
+                f"no complete data for {config.task}: {folder} holds some files but no "
+                "train.tsv; remove that folder and make it again (--generate-data)"
             )
-        else:
-            raise FruitError(
-                f"no training data for {config.task}: {folder / 'train.tsv'} is missing; "
-                f"create it with `fruit data --out {root}`"
-                + (" (or generate_data=True)" if empty else "")
-            )
-    full_train = read_tsv(folder / "train.tsv")
-    vocab = Vocabulary.from_examples(full_train)  # train.tsv defines the vocabulary
-    data = {"train": _first(full_train, config.train_size, folder / "train.tsv")}
-    for split in ("dev", "test", "gen"):
+        raise FruitError(
+            f"no training data for {config.task}: {folder / 'train.tsv'} is missing; {advice}"
+        )
+    sizes = {split: getattr(config, field) for split, field in SPLIT_FIELDS.items()}
+    return read_task_data(folder, task, sizes)
+
+
+def check_task_folder(folder: Path, task, sizes: dict) -> None:
+    """Check a task's data folder as a run would read it (``read_task_data``), once,
+    before any run starts: a FruitError names the file and line of the first problem."""
+    read_task_data(folder, task, sizes)
+
+
+def read_task_data(folder: Path, task, sizes: dict) -> TaskData:
+    """The first ``sizes[split]`` examples of each split in ``folder`` (None: all), after
+    checking every line: the TSV format (``fruit.tasks.tsv``), a marker of the task at
+    the end of every source, and every dev/test/gen token in the vocabulary of
+    train.tsv -- so bad data stops a run before its first batch, naming file and line."""
+    from fruit.tasks import Vocabulary, read_tsv
+    from fruit.tasks.tsv import check_sources
+
+    markers = (task.identity_marker, task.transform_marker)
+
+    def read(split: str) -> tuple[list, Path]:
         path = folder / f"{split}.tsv"
-        data[split] = _first(read_tsv(path), getattr(config, SPLIT_FIELDS[split]), path)
+        examples = read_tsv(path)
+        check_sources(examples, markers, str(path))
+        return examples, path
+
+    full_train, train_path = read("train")
+    vocab = Vocabulary.from_examples(full_train)  # train.tsv defines the vocabulary
+    data = {"train": _first(full_train, sizes["train"], train_path)}
+    for split in ("dev", "test", "gen"):
+        examples, path = read(split)
+        data[split] = _first(examples, sizes[split], path)
+        vocab.check_known(data[split], str(path))
     linear_path = folder / "gen.linear.tsv"
     if linear_path.is_file():
-        gen_linear = read_tsv(linear_path)[: len(data["gen"])]
+        gen_linear = read("gen.linear")[0][: len(data["gen"])]
         if [s for s, _ in gen_linear] != [s for s, _ in data["gen"]]:
             raise FruitError(f"{linear_path}: sources differ from {folder / 'gen.tsv'}")
+        vocab.check_known(gen_linear, str(linear_path))
     else:
         gen_linear = [(s, task.linear(s[:-1])) for s, _ in data["gen"]]
+        vocab.check_known(gen_linear, f"{folder / 'gen.tsv'} (its linear-rule targets)")
     return TaskData(**data, gen_linear=gen_linear, vocab=vocab)
