@@ -9,7 +9,8 @@ data seed come from ``--profile`` (fruit.profiles, the same files and the same d
 ``fruit run``) unless given explicitly. The run folder is
 ``OUT/runs/<profile name>/<task>/<architecture>/<phase>-<index>`` unless ``--run-dir``
 is given. Running the same command again resumes an
-unfinished run, or prints the metrics of a finished one.
+unfinished run, or prints the metrics of a finished one; a folder that holds a run with
+other settings (finished or not) is refused, naming each difference.
 """
 
 from __future__ import annotations
@@ -87,7 +88,10 @@ def config_from_args(args) -> training.RunConfig:
 
 
 def main(args) -> int:
+    from fruit.io import check_folder
+
     config = config_from_args(args)
+    check_folder(args.run_dir or args.output_dir, "--run-dir" if args.run_dir else "--output-dir")
     run_dir = args.run_dir or training.run_dir_for(args.output_dir, training.resolve_config(config))
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     metrics = training.train_run(config, run_dir, progress=progress)

@@ -13,8 +13,9 @@ training.read_log(run.dir)    # log.csv as a DataFrame
 The modules, from the bottom up: ``data`` (``prepare_data``, ``load_data``: a task's data
 folder and a run's splits), ``config`` (``RunConfig``, ``resolve_config``: every setting,
 completed from the profile), ``checkpoints`` (``TrainingState``, ``checkpoint.pt``,
-``best.pt``, ``log.csv``), ``loop`` (``Run``, ``train_run``: the optimisation, pausing
-and resuming, evaluation, ``metrics.json``).
+``best.pt``, ``log.csv``, ``warnings.log``), ``objective`` (the loss, Adam, clipping,
+the plateau schedule), ``loop`` (``Run``, ``train_run``: the optimisation, pausing and
+resuming, restarting after damage, evaluation, ``metrics.json``).
 """
 
 from fruit.training.checkpoints import LOG_COLUMNS, TrainingState, read_log

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import io
 import math
 import random
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 
 from fruit.errors import FruitError
-from fruit.io import atomic_open, atomic_write_text
+from fruit.io import WARNINGS_LOG, atomic_open, atomic_write_text
 
 LOG_COLUMNS = (
     "examples_seen",
@@ -35,6 +36,7 @@ LOG_COLUMNS = (
 )
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
+WARNINGS = WARNINGS_LOG  # what went wrong and was mended, one line each (fruit.io)
 
 
 @dataclass
@@ -167,6 +169,22 @@ def write_log(run_dir: Path, rows: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(run_dir / "log.csv", buffer.getvalue())
+
+
+def append_warning(run_dir: Path, message: str) -> None:
+    """Add one line to the run folder's ``warnings.log`` (rewritten whole, atomically)."""
+    lines = read_warnings(run_dir) + [
+        f"{datetime.datetime.now().isoformat(timespec='seconds')} {message}"
+    ]
+    atomic_write_text(Path(run_dir) / WARNINGS, "".join(f"{line}\n" for line in lines))
+
+
+def read_warnings(run_dir: Path) -> list[str]:
+    """The lines of ``warnings.log`` (none when absent)."""
+    try:
+        return (Path(run_dir) / WARNINGS).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def read_log(run_dir):

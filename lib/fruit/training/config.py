@@ -16,8 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fruit import evaluation
-from fruit.errors import FruitError, unknown_choice
-from fruit.io import atomic_write_json
+from fruit.device import check_device
+from fruit.errors import (
+    MAX_D,
+    MAX_SEED,
+    MAX_TARGET_PARAMS,
+    FruitError,
+    check_integer,
+    check_number,
+    unknown_choice,
+)
+from fruit.io import DamagedRecord, atomic_write_json, read_json_record
 from fruit.names import ARCHITECTURES, TARGET_PARAMS
 from fruit.profiles import (
     DATA_SOURCES,
@@ -27,7 +36,7 @@ from fruit.profiles import (
     load_profile,
     run_folder,
 )
-from fruit.training.data import SPLIT_FIELDS
+from fruit.training.data import SPLIT_FIELDS, check_split_size
 
 # RunConfig fields that, when None, come from the profile (fruit.profiles)
 PROFILE_FIELDS = (
@@ -88,15 +97,72 @@ class RunConfig:
     def from_parameters(cls, parameters) -> RunConfig:
         """A config from a mapping (papermill parameters, a profile's ``[training]``):
         every key that names a field is used, converted to the field's type (None stays
-        None); other keys are ignored."""
-        casts = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict}
+        None; a value that is not of that type, e.g. ``index="abc"``, is a FruitError
+        naming the parameter); other keys are ignored."""
         values = {}
         for f in dataclasses.fields(cls):
             if f.name in parameters:
-                value = parameters[f.name]
-                cast = casts[str(f.type).split(" | ")[0]]
-                values[f.name] = value if value is None else cast(value)
+                kind = str(f.type).split(" | ")[0]
+                values[f.name] = _cast(f.name, kind, parameters[f.name])
         return cls(**values)
+
+
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+def _cast(name: str, kind: str, value):
+    """``value`` as a field of type ``kind`` ("int", "float", "bool", "str", "dict")."""
+    if value is None:
+        return None
+    text = value.strip().lower() if isinstance(value, str) else None
+    if kind == "int":
+        try:
+            value = int(text) if text is not None else value
+        except ValueError:
+            pass
+        return check_integer(name, value)
+    if kind == "float":
+        try:
+            value = float(text) if text is not None else value
+        except ValueError:
+            pass
+        if isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+            raise FruitError(f"{name} must be a number, not {value!r}")
+        return float(value)
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if text in _TRUE or text in _FALSE or value in (0, 1):
+            return text in _TRUE if text is not None else bool(value)
+        raise FruitError(f"{name} must be true or false, not {value!r}")
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise FruitError(f"{name} must be a table of options, not {value!r}")
+        return dict(value)
+    return str(value)
+
+
+def check_ranges(c: RunConfig) -> None:
+    """Every numeric setting of a completed config within its valid range (one-line
+    FruitError naming the setting, the range and the value), before anything is read,
+    built or written."""
+    for name in ("seed", "parameter_seed", "shuffle_seed", "sampling_seed", "data_seed"):
+        check_integer(name, getattr(c, name), 0, MAX_SEED)
+    check_integer("index", c.index, 0)
+    for split, name in SPLIT_FIELDS.items():
+        check_split_size(split, getattr(c, name))
+    for name in ("batch_tokens", "checkpoint_every", "max_epochs"):
+        check_integer(name, getattr(c, name), 1)
+    for name in ("eval_batch_tokens", "sample_prompt_tokens", "early_stop_patience"):
+        check_integer(name, getattr(c, name), 1)
+    check_integer("lr_patience", c.lr_patience, 0)
+    check_integer("num_samples", c.num_samples, 0)
+    check_integer("target_params", c.target_params, 1, MAX_TARGET_PARAMS)
+    if c.d is not None:
+        check_integer("d", c.d, 1, MAX_D)
+    check_number("learning_rate", c.learning_rate, above=0)
+    check_number("clip_norm", c.clip_norm, above=0)
+    check_number("lr_factor", c.lr_factor, above=0, below=1)  # PyTorch's plateau rule
 
 
 def resolve_config(config: RunConfig) -> RunConfig:
@@ -134,11 +200,8 @@ def resolve_config(config: RunConfig) -> RunConfig:
     c.data_dir = str(c.data_dir)
     if c.data_source not in DATA_SOURCES:
         raise unknown_choice("data_source", c.data_source, DATA_SOURCES)
-    for name in ("batch_tokens", "checkpoint_every", "max_epochs", "train_size"):
-        if int(getattr(c, name)) < 1:
-            raise FruitError(f"{name} must be a positive integer, got {getattr(c, name)!r}")
-    if not c.learning_rate > 0:
-        raise FruitError(f"learning_rate must be positive, got {c.learning_rate!r}")
+    check_ranges(c)
+    c.device = check_device(c.device)  # before any data is read or generated
     return c
 
 
@@ -159,23 +222,96 @@ def evaluation_settings(config: RunConfig) -> dict:
     }
 
 
+# config.json keys that say where or how a run executes, not what it computes: they may
+# differ between the attempts at one run
+NOT_SETTINGS = frozenset({"device", "versions", "provenance", "generate_data"})
+# metrics.json keys that name a finished run's settings (for folders without config.json)
+METRICS_SETTINGS = (
+    "task",
+    "architecture",
+    "phase",
+    "index",
+    "seed",
+    "profile",
+    "learning_rate",
+    "batch_tokens",
+)
+
+
+def read_config(run_dir: Path) -> dict | None:
+    """A run folder's ``config.json``; None when absent, ``DamagedRecord`` when damaged."""
+    return read_json_record(Path(run_dir) / "config.json")
+
+
+def settings_record(config: RunConfig) -> dict:
+    """The settings config.json records for a resolved config (before the model is built)."""
+    record = dataclasses.asdict(config)
+    record["trial"] = config.index  # docs/contracts.md §5 calls the index "trial" here
+    return record
+
+
+def differences(old: dict, record: dict, keys=None) -> list[str]:
+    """``"name: OLD there, NEW here"`` for every setting of ``record`` (or only ``keys``)
+    that ``old`` records otherwise (``NOT_SETTINGS`` are never compared)."""
+    changed = []
+    for key in sorted(record if keys is None else keys):
+        if key in NOT_SETTINGS:
+            continue
+        new = _json_roundtrip(record[key])
+        if key not in old or old[key] != new:
+            there = _short(old[key]) if key in old else "absent"
+            changed.append(f"{key}: {there} there, {_short(new)} here")
+    return changed
+
+
+def refuse_other_settings(run_dir: Path, changed: list[str], finished: bool) -> FruitError:
+    what = "a finished run" if finished else "a run"
+    return FruitError(
+        f"{run_dir} holds {what} with other settings ({'; '.join(changed)}); "
+        "use another run folder (--run-dir or --output-dir) or delete that one"
+    )
+
+
 def write_or_check_config(run_dir: Path, record: dict) -> None:
     """Write ``config.json``, or, when the folder has one, refuse a run whose settings
-    differ from it (where it runs -- device, versions, provenance -- may differ)."""
-    path = run_dir / "config.json"
-    if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        ignore = {"device", "versions", "provenance"}  # where, not what
-        changed = sorted(
-            k for k in record if k not in ignore and old.get(k) != _json_roundtrip(record[k])
-        )
-        if changed:
-            raise FruitError(
-                f"{run_dir} holds a run with different settings ({', '.join(changed)}); "
-                "use another output folder or delete it"
-            )
+    differ from it (where it runs -- device, versions, provenance -- may differ).
+    A damaged config.json raises ``DamagedRecord`` (the caller decides: an unfinished
+    run starts again, ``fruit.training.loop.Run``)."""
+    old = read_config(run_dir)
+    if old is None:
+        atomic_write_json(Path(run_dir) / "config.json", record)
         return
-    atomic_write_json(path, record)
+    changed = differences(old, record)
+    if changed:
+        raise refuse_other_settings(run_dir, changed, finished=False)
+
+
+def check_finished_settings(config: RunConfig, run_dir: Path, metrics: dict) -> None:
+    """A finished folder holds *this* run: a resolved ``config`` whose settings differ
+    from the folder's config.json (or, without one, from its metrics.json) is refused,
+    naming each difference, as for an unfinished folder. ``d`` is compared only when
+    given (None: chosen from ``target_params``, which is compared)."""
+    run_dir = Path(run_dir)
+    record = settings_record(config)
+    try:
+        old = read_config(run_dir)
+    except DamagedRecord as e:
+        raise FruitError(
+            f"{e}: it records the finished run's settings; restore it, or delete "
+            f"{run_dir} to train that run again"
+        ) from None
+    if old is not None:
+        keys = [k for k in record if not (k == "d" and config.d is None)]
+        changed = differences(old, record, keys)
+    else:
+        changed = differences(metrics, record, [k for k in METRICS_SETTINGS if k in metrics])
+    if changed:
+        raise refuse_other_settings(run_dir, changed, finished=True)
+
+
+def _short(value) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _json_roundtrip(value):

@@ -13,37 +13,44 @@ A run folder (``Run.dir``) holds config.json, log.csv, checkpoint.pt, best.pt
 and, written atomically and last, metrics.json. A folder without metrics.json is
 unfinished; building a ``Run`` on it again resumes exactly from checkpoint.pt
 (parameters, optimiser, scheduler, RNG states, counters, position in the epoch;
-``fruit.training.checkpoints``). Settings: ``fruit.training.config``; data:
-``fruit.training.data``.
+``fruit.training.checkpoints``). A damaged checkpoint.pt or config.json of an
+unfinished run is kept as ``<name>.damaged`` and the run starts again from scratch
+(the result is that of an uninterrupted run), with a warning in the folder's
+warnings.log that metrics.json repeats under "warnings". A finished folder is only
+ever reused by a run with its settings. Settings: ``fruit.training.config``; data:
+``fruit.training.data``; the loss and the optimiser step: ``fruit.training.objective``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import os
 import random
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from fruit import evaluation
-from fruit.batching import evaluation_batches, pad, training_batches
+from fruit.batching import evaluation_batches, training_batches
 from fruit.device import resolve_device
 from fruit.errors import FruitError
-from fruit.io import PAUSED_MARKER, atomic_write_json, read_metrics
+from fruit.io import PAUSED_MARKER, DamagedRecord, atomic_write_json, read_metrics
 from fruit.provenance import provenance
 from fruit.training import checkpoints
-from fruit.training.checkpoints import CHECKPOINT, TrainingState, write_log
+from fruit.training.checkpoints import BEST, CHECKPOINT, TrainingState, write_log
 from fruit.training.config import (
     RunConfig,
+    check_finished_settings,
     evaluation_settings,
     resolve_config,
+    settings_record,
     write_or_check_config,
 )
 from fruit.training.data import TaskData, load_data
+from fruit.training.objective import optimiser, update, validation_cross_entropy
 
 
 def default_model_factory(config: RunConfig, vocab_size: int):
@@ -78,23 +85,62 @@ class Run:
         self.data = data if data is not None else load_data(c)
         self.vocab = self.data.vocab
         self.eos_id = self.vocab.eos_id
+        self._model_factory = model_factory or default_model_factory
 
-        torch.manual_seed(c.parameter_seed)  # initialisation, then the dropout stream
-        self.model = (model_factory or default_model_factory)(c, self.vocab.size).to(self.device)
-        self.optimizer, self.scheduler = optimiser(self.model, c)
         encode = self.vocab.encode
         self.train_strings = [encode(x) + encode(y) for x, y in self.data.train]
         self.dev_strings = [encode(x) + encode(y) for x, y in self.data.dev]
+        check_batch_tokens(c, self.train_strings, self.dev_strings)
         self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
+        self._start_fresh()
+        self.paused = False  # train() stopped at its stop_at (see train)
+        try:
+            write_or_check_config(self.dir, config_record(self))
+        except DamagedRecord as e:
+            if self.finished:
+                raise FruitError(
+                    f"{e}: it records the finished run's settings; restore it, or delete "
+                    f"{self.dir} to train that run again"
+                ) from None
+            self._restart(f"config.json could not be read ({e.reason})", "config.json")
+            write_or_check_config(self.dir, config_record(self))
+        if (self.dir / CHECKPOINT).is_file() and not self.finished:
+            try:
+                self.state = checkpoints.load_checkpoint(
+                    self.dir, self.model, self.optimizer, self.scheduler, self.rng
+                )
+            except FruitError:  # readable, but a state this code cannot go on from
+                raise
+            except Exception as e:  # noqa: BLE001 - unreadable or damaged: train again
+                reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                self._restart(f"checkpoint.pt could not be restored ({reason})", CHECKPOINT)
+            else:
+                write_log(self.dir, self.state.log)
+
+    def _start_fresh(self) -> None:
+        """The model, optimiser, shuffling generator and state of a run that has not
+        trained yet (the same, bit for bit, however often this is called)."""
+        c = self.config
+        torch.manual_seed(c.parameter_seed)  # initialisation, then the dropout stream
+        self.model = self._model_factory(c, self.vocab.size).to(self.device)
+        self.optimizer, self.scheduler = optimiser(self.model, c)
         self.rng = random.Random(c.shuffle_seed)
         self.state = TrainingState(epoch_rng_state=self.rng.getstate())
-        self.paused = False  # train() stopped at its stop_at (see train)
-        write_or_check_config(self.dir, config_record(self))
-        if (self.dir / CHECKPOINT).is_file() and not self.finished:
-            self.state = checkpoints.load_checkpoint(
-                self.dir, self.model, self.optimizer, self.scheduler, self.rng
-            )
-            write_log(self.dir, self.state.log)
+
+    def _restart(self, reason: str, damaged: str) -> None:
+        """A damaged record of an unfinished run: keep it as ``<name>.damaged``, drop what
+        the earlier attempts made, record a warning, and train from scratch."""
+        os.replace(self.dir / damaged, self.dir / f"{damaged}.damaged")
+        for name in (CHECKPOINT, BEST, "log.csv", PAUSED_MARKER):
+            (self.dir / name).unlink(missing_ok=True)
+        self.warn(f"{reason}; kept as {damaged}.damaged, the run starts again from scratch")
+        self._start_fresh()
+
+    def warn(self, message: str) -> None:
+        """Print a warning and keep it in the run folder's warnings.log (metrics.json
+        lists those lines under "warnings")."""
+        print(f"fruit: warning: {self.dir}: {message}", file=sys.stderr)
+        checkpoints.append_warning(self.dir, message)
 
     # ------------------------------------------------------------------ files
 
@@ -261,11 +307,26 @@ class Run:
         return metrics
 
 
+def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
+    """The token budget B holds the longest training and validation string: a batch is
+    at most B tokens (docs/paper.md §11), so a smaller B makes no sense."""
+    for split, strings in (("train", train), ("dev", dev)):
+        if not strings:
+            continue
+        longest = max(range(len(strings)), key=lambda i: len(strings[i]))
+        if len(strings[longest]) > config.batch_tokens:
+            where = Path(config.data_dir) / config.task / f"{split}.tsv"
+            raise FruitError(
+                f"batch_tokens {config.batch_tokens} is below the longest {split} example "
+                f"({len(strings[longest])} tokens, source and target, at {where}:{longest + 1}); "
+                f"it must be at least {len(strings[longest])}"
+            )
+
+
 def config_record(run: Run) -> dict:
     """config.json: every setting, and what the run made of them (d, parameters, V)."""
-    record = dataclasses.asdict(run.config)
+    record = settings_record(run.config)
     record.update(
-        trial=run.config.index,  # docs/contracts.md §5 calls the index "trial" here
         device=str(run.device),
         d=getattr(run.model, "d", None),
         num_parameters=run.num_parameters,
@@ -275,62 +336,10 @@ def config_record(run: Run) -> dict:
     return record
 
 
-def optimiser(model, config: RunConfig):
-    """Adam with PyTorch's defaults and the reduce-on-plateau schedule (docs/paper.md §11)."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
-    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-        optimizer,
-        mode="min",
-        factor=config.lr_factor,
-        patience=config.lr_patience,
-        threshold=0.0,
-        cooldown=0,
-        min_lr=0.0,
-    )
-    return optimizer, scheduler
-
-
-def string_losses(model, strings, eos_id: int, device) -> torch.Tensor:
-    """Summed -log p(w EOS) per string, (B,), with the graph."""
-    tokens = pad(strings, 0, device)  # (B, n); padding is any valid id
-    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1)
-    logits = model(tokens)  # (B, n+1, V+1)
-    nll = F.cross_entropy(
-        logits.transpose(1, 2), targets, ignore_index=-1, reduction="none"
-    )  # (B, n+1)
-    return nll.sum(1)
-
-
-def validation_cross_entropy(model, strings, batches, eos_id: int, device) -> float:
-    """Cross-entropy per token (EOS included) of ``strings``, in nats, without dropout."""
-    total, tokens = 0.0, 0
-    with evaluation.evaluating(model):
-        for batch in batches:
-            chosen = [strings[i] for i in batch]
-            total += float(string_losses(model, chosen, eos_id, device).double().sum())
-            tokens += sum(len(w) + 1 for w in chosen)
-    return total / tokens
-
-
-def update(model, optimizer, strings, eos_id: int, device, config: RunConfig) -> float:
-    """One optimiser step on the mean loss of ``strings``, gradients clipped to
-    ``config.clip_norm``; returns the loss (no step when it is nan/inf)."""
-    model.train()
-    loss = string_losses(model, strings, eos_id, device).mean()
-    value = loss.item()
-    if not math.isfinite(value):
-        return value
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-    optimizer.step()
-    return value
-
-
 def metrics_record(run: Run, scores: dict) -> dict:
     """metrics.json of a run whose training ended (docs/contracts.md §5)."""
     st, c = run.state, run.config
-    return {
+    record = {
         "status": "complete" if st.diverged is None else "diverged",
         "reason": st.diverged,
         "task": c.task,
@@ -350,6 +359,10 @@ def metrics_record(run: Run, scores: dict) -> dict:
         "full": scores["full"],
         "partial": scores["partial"],
     }
+    warnings = checkpoints.read_warnings(run.dir)
+    if warnings:  # e.g. a damaged checkpoint made the run start again
+        record["warnings"] = warnings
+    return record
 
 
 def _json_clean(obj):
@@ -387,7 +400,8 @@ def train_run(
     """Train (or resume) one run and write its metrics; returns metrics.json's content,
     or None when it paused at ``stop_at`` (see ``Run.train``)."""
     done = read_metrics(run_dir)
-    if done is not None:
+    if done is not None:  # only if it is this very run (its settings), else refused
+        check_finished_settings(resolve_config(config), run_dir, done)
         return done
     run = Run(config, run_dir, data=data, model_factory=model_factory)
     run.train(progress=progress, stop_at=stop_at)

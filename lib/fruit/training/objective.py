@@ -1,0 +1,70 @@
+"""The objective and one optimiser step (docs/paper.md §11).
+
+Language modelling on w = x y (source then target, no separator): the loss of a batch
+is the mean over its strings of -log p(w EOS), in nats. Adam with PyTorch defaults,
+gradients clipped to a global L2 norm (``clip_norm``), and the reduce-on-plateau
+schedule of the learning rate. ``fruit.training.loop`` drives them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from fruit import evaluation
+from fruit.batching import pad
+from fruit.training.config import RunConfig
+
+
+def optimiser(model, config: RunConfig):
+    """Adam with PyTorch's defaults and the reduce-on-plateau schedule (docs/paper.md §11)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer,
+        mode="min",
+        factor=config.lr_factor,
+        patience=config.lr_patience,
+        threshold=0.0,
+        cooldown=0,
+        min_lr=0.0,
+    )
+    return optimizer, scheduler
+
+
+def string_losses(model, strings, eos_id: int, device) -> torch.Tensor:
+    """Summed -log p(w EOS) per string, (B,), with the graph."""
+    tokens = pad(strings, 0, device)  # (B, n); padding is any valid id
+    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1)
+    logits = model(tokens)  # (B, n+1, V+1)
+    nll = F.cross_entropy(
+        logits.transpose(1, 2), targets, ignore_index=-1, reduction="none"
+    )  # (B, n+1)
+    return nll.sum(1)
+
+
+def validation_cross_entropy(model, strings, batches, eos_id: int, device) -> float:
+    """Cross-entropy per token (EOS included) of ``strings``, in nats, without dropout."""
+    total, tokens = 0.0, 0
+    with evaluation.evaluating(model):
+        for batch in batches:
+            chosen = [strings[i] for i in batch]
+            total += float(string_losses(model, chosen, eos_id, device).double().sum())
+            tokens += sum(len(w) + 1 for w in chosen)
+    return total / tokens
+
+
+def update(model, optimizer, strings, eos_id: int, device, config: RunConfig) -> float:
+    """One optimiser step on the mean loss of ``strings``, gradients clipped to
+    ``config.clip_norm``; returns the loss (no step when it is nan/inf)."""
+    model.train()
+    loss = string_losses(model, strings, eos_id, device).mean()
+    value = loss.item()
+    if not math.isfinite(value):
+        return value
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    optimizer.step()
+    return value
