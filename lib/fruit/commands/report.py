@@ -45,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from fruit import reporting
+    from fruit.io import check_folder
+    from fruit.reporting.runs import check_expected_runs
+
+    check_expected_runs(args.expected_runs, "--expected-runs")
+    check_folder(args.out, "--out")
+    if not args.no_figures:
+        check_folder(args.figures, "--figures")
 
     tables, written = reporting.report(
         args.results,

@@ -2,17 +2,21 @@
 
 A run folder is ``<results>/<profile>/<task>/<architecture>/<phase>-<index>/``. Its
 ``metrics.json`` is written last, so a folder without one is an unfinished run. Reporting
-reads nothing else: no model code, no checkpoints.
+reads nothing else but config.json's provenance: no model code, no checkpoints. Folder
+names are not trusted: a metrics.json whose profile, task, architecture, phase or index
+differs from its folder's is refused, as is a damaged or malformed record, naming the
+file -- ``fruit report`` and the notebooks then stop with one line instead of counting a
+run under another's name.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fruit.errors import FruitError, unknown_choice
+from fruit.io import read_json_record
 from fruit.names import ARCHITECTURES
 from fruit.tasks import TASKS
 
@@ -70,14 +74,53 @@ class RunResult:
 
 def _code(run_dir: Path) -> str:
     """The short commit (and "+dirty") that config.json's provenance records."""
+    config = read_record(run_dir / "config.json")
     try:
-        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
         git = config["provenance"]["git"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return "unrecorded"
-    if not git.get("commit"):
+    if not isinstance(git, dict) or not git.get("commit"):
         return "unrecorded"
-    return git["commit"][:7] + ("+dirty" if git.get("dirty") else "")
+    return str(git["commit"])[:7] + ("+dirty" if git.get("dirty") else "")
+
+
+def read_record(path: Path) -> dict | None:
+    """A JSON object a run folder keeps (metrics.json, config.json); None when absent.
+    A damaged one (not JSON, not an object) is a one-line FruitError naming it."""
+    return read_json_record(path, _ADVICE)
+
+
+_ADVICE = "restore it, or move its run folder away to report without it"
+# The place of a run folder, results/runs/<profile>/<task>/<architecture>/<phase>-<index>,
+# names the record it must hold: metrics.json's fields of the same names.
+PLACE_FIELDS = ("profile", "task", "architecture", "phase", "index")
+
+
+def misplaced(metrics: dict, place: dict) -> list[str]:
+    """``"architecture 'Tf+Nd' (folder: 'Tf')"`` for every field of ``metrics`` that
+    contradicts the run folder's ``place`` (absent fields are not compared)."""
+    return [
+        f"{key} {metrics[key]!r} (folder: {place[key]!r})"
+        for key in PLACE_FIELDS
+        if key in metrics and metrics[key] != place[key]
+    ]
+
+
+def check_metrics(metrics: dict, path: Path) -> None:
+    """The fields a table reads have the types of docs/contracts.md §5."""
+    if metrics.get("status") not in ("complete", "diverged"):
+        raise FruitError(
+            f"{path}: status {metrics.get('status')!r} is not 'complete' or 'diverged'; {_ADVICE}"
+        )
+    for accuracy in ("full", "partial"):
+        table = metrics.get(accuracy)
+        if table is None:
+            continue
+        if not isinstance(table, dict) or not all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+            for v in table.values()
+        ):
+            raise FruitError(f"{path}: {accuracy!r} is not a table of numbers; {_ADVICE}")
 
 
 def _parse_run_dir(run_dir: Path) -> tuple[str, int] | None:
@@ -85,6 +128,15 @@ def _parse_run_dir(run_dir: Path) -> tuple[str, int] | None:
     if not sep or not phase or not index.isdigit():
         return None
     return phase, int(index)
+
+
+def check_expected_runs(value, name: str = "expected_runs") -> int | None:
+    """The final runs a table row should have: None (the profile's) or at least 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FruitError(f"{name} must be an integer >= 1 (or None: the profile's), not {value!r}")
+    return value
 
 
 def available_profiles(results_dir: str | Path) -> list[str]:
@@ -111,6 +163,8 @@ def load_runs(
     the folder above it (``results``). Raises FruitError, listing the profiles that exist,
     when ``profile`` has no folder.
     """
+    if not profile or "/" in profile or "\\" in profile or profile.startswith("."):
+        raise FruitError(f"bad profile name {profile!r}: it names one folder of run folders")
     results_dir = runs_dir(results_dir, profile)
     root = results_dir / profile
     if not root.is_dir():
@@ -118,20 +172,27 @@ def load_runs(
         if not found:
             raise FruitError(f"no run folders under {results_dir}: no profile folders found")
         raise unknown_choice(f"profile (no folder {root})", profile, found)
-    runs = []
+    runs, wrong = [], []
     for run_dir in sorted(root.glob("*/*/*")):
         parsed = _parse_run_dir(run_dir) if run_dir.is_dir() else None
         if parsed is None or (phase is not None and parsed[0] != phase):
             continue
-        metrics_path = run_dir / "metrics.json"
-        metrics = None
-        if metrics_path.is_file():
-            try:
-                metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as e:
-                raise FruitError(f"{metrics_path}: not valid JSON ({e})") from e
         task, architecture = run_dir.parent.parent.name, run_dir.parent.name
+        metrics_path = run_dir / "metrics.json"
+        metrics = read_record(metrics_path)
+        if metrics is not None:
+            check_metrics(metrics, metrics_path)
+            place = dict(zip(PLACE_FIELDS, (profile, task, architecture, *parsed)))
+            mismatches = misplaced(metrics, place)
+            if mismatches:
+                wrong.append(f"{metrics_path} holds {', '.join(mismatches)}")
         runs.append(
             RunResult(run_dir, task, architecture, parsed[0], parsed[1], metrics, _code(run_dir))
+        )
+    if wrong:
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        raise FruitError(
+            f"a run record is not where it belongs: {wrong[0]}{more}; a table would count it "
+            "as the folder's run: move it to its own folder, or away"
         )
     return runs
