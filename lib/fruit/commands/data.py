@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from fruit.errors import FruitError, unknown_choice
+from fruit.errors import MAX_SEED, MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
 from fruit.tasks import PAPER_SIZES, TASKS
 
 
@@ -55,8 +55,20 @@ def _slugs(task: str) -> tuple[str, ...]:
     return (task,)
 
 
+def check_arguments(args) -> None:
+    """Every number in its range before anything is read or written."""
+    from fruit.io import check_folder
+
+    check_integer("--seed", args.seed, 0, MAX_SEED)
+    if not args.compare:
+        check_folder(args.out, "--out")
+    for split in PAPER_SIZES:
+        check_integer(f"--{split}-size", getattr(args, f"{split}_size"), 1, MAX_SPLIT_SIZE)
+
+
 def main(args) -> int:
     slugs = _slugs(args.task)
+    check_arguments(args)
     if args.from_dir and not args.official:
         raise FruitError("--from DIR goes with --official (take the published files from DIR)")
     if args.published and not args.compare:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fruit.errors import FruitError, unknown_choice
+from fruit.errors import MAX_TARGET_PARAMS, FruitError, check_integer, unknown_choice
 from fruit.names import TARGET_PARAMS
 
 
@@ -58,8 +58,7 @@ def size_rows(vocab: int, target: int, check: bool = False) -> list[dict]:
 def main(args) -> int:
     from fruit.models import PAPER_VOCAB_SIZES
 
-    if args.target < 1:
-        raise FruitError(f"--target must be positive, got {args.target}")
+    check_integer("--target", args.target, 1, MAX_TARGET_PARAMS)
     if args.task is not None and args.task not in PAPER_VOCAB_SIZES:
         raise unknown_choice("task", args.task, PAPER_VOCAB_SIZES)
     tasks = [args.task] if args.task else list(PAPER_VOCAB_SIZES)

@@ -168,7 +168,7 @@ def check_metrics_match(spec: RunSpec, metrics: dict[str, Any], folder: Path) ->
     """A finished folder must hold *this* run, not one from an edited profile."""
     mismatched = [
         key
-        for key in ("task", "architecture", "phase", "index", "seed", "batch_tokens")
+        for key in ("profile", "task", "architecture", "phase", "index", "seed", "batch_tokens")
         if key in metrics and metrics[key] != getattr(spec, key)
     ]
     lr = metrics.get("learning_rate")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fruit.io import PAUSED_MARKER, read_metrics
+from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics
 
 RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
@@ -130,7 +130,9 @@ def execute_run(
     passed; a paused run returns ``(None, seconds)`` and resumes on the next call.
 
     The notebook resumes from ``checkpoint.pt`` when an earlier attempt left one (that is
-    the training code's job); this function records every attempt in ``runner.log`` and
+    the training code's job; a damaged checkpoint makes the run start again from scratch
+    within the same attempt, not fail and be retried, and its warning is noted here);
+    this function records every attempt in ``runner.log`` and
     keeps the executed notebook of an interrupted attempt as ``train.attempt-<k>.ipynb``.
     The kernel is started with ``JPY_PARENT_PID`` (by jupyter_client), so it exits by
     itself if this worker process dies: a killed worker leaves no orphan still writing.
@@ -158,6 +160,7 @@ def execute_run(
             k += 1
         executed.rename(folder / f"train.attempt-{k}.ipynb")
     resuming = (folder / "checkpoint.pt").is_file()
+    warned = len(_warnings(folder))
     log_line(
         folder,
         f"attempt {attempt} started on {socket.gethostname()} (worker pid {os.getpid()}): "
@@ -187,6 +190,8 @@ def execute_run(
             f"{name}: {type(e).__name__}: {e} (executed notebook: {executed})"
         ) from None
 
+    for line in _warnings(folder)[warned:]:  # e.g. a damaged checkpoint: the run restarted
+        log_line(folder, f"attempt {attempt}: warning: {line}")
     metrics = read_metrics(folder)
     seconds = time.monotonic() - start
     if metrics is None and (folder / PAUSED_MARKER).is_file():
@@ -199,6 +204,14 @@ def execute_run(
         folder, f"attempt {attempt} finished in {seconds:.0f} s: status {metrics.get('status')}"
     )
     return metrics, seconds
+
+
+def _warnings(folder: Path) -> list[str]:
+    """The lines of the run folder's warnings.log (fruit.training writes it)."""
+    try:
+        return (folder / WARNINGS_LOG).read_text(encoding="utf-8").splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return []
 
 
 def execute_report(

@@ -1,0 +1,74 @@
+"""``fruit run``'s checks before any cluster starts (docs/architecture.md §4): the device,
+the worker counts' upper bounds, and folders the sweep must write.
+
+One call, ``check_run_options(args, profile)``, after the profile is loaded: a bad value
+is a one-line FruitError naming it and the valid choices, instead of every run failing
+(and being retried) on the workers with the same error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fruit.device import check_device
+from fruit.errors import StorageError, check_integer
+from fruit.io import disk_full
+
+# A LocalCluster of more workers than this many per CPU core only thrashes (each worker
+# is a process that starts notebook kernels).
+WORKERS_PER_CORE = 4
+
+
+def check_run_options(args, profile) -> None:
+    """The options of ``fruit run`` that the command line cannot check by itself.
+
+    * ``--device``: spelled right always; present on this machine when the runs execute
+      here (a LocalCluster); with ``--scheduler``/``--cluster`` the workers may have GPUs
+      this machine lacks, so only the spelling is checked;
+    * ``--workers`` (at most ``WORKERS_PER_CORE`` per CPU core) and ``--threads``;
+    * the results folder (and the figures folder, unless ``--skip-reports``) can be
+      written, unless ``--dry-run``.
+    """
+    local = not (getattr(args, "scheduler", None) or getattr(args, "cluster", None))
+    check_device(args.device, syntax_only=not local)
+    cores = os.cpu_count() or 1
+    if local and args.workers is not None:
+        check_integer("--workers", args.workers, 1, WORKERS_PER_CORE * cores)
+    if args.threads is not None:
+        check_integer("--threads", args.threads, 1, max(cores, 1) * WORKERS_PER_CORE)
+    if getattr(args, "dry_run", False):
+        return
+    folders = [Path(args.results)]
+    if not getattr(args, "skip_reports", False):
+        folders.append(Path(args.figures))
+    for folder in folders:
+        check_writable(folder)
+
+
+def check_writable(folder: Path) -> None:
+    """``folder`` (or the nearest existing folder above it, where it will be made) can be
+    written: a one-line ``StorageError`` naming it for a read-only file system, a folder
+    without write permission, or a full disk."""
+    existing = Path(folder).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise StorageError(f"cannot write {folder}: {existing} is not a folder")
+    reason = None
+    if _read_only(existing):
+        reason = "Read-only file system"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        reason = "Permission denied"
+    elif disk_full(existing):
+        reason = "No space left on device"
+    if reason:
+        where = folder if existing == Path(folder).absolute() else f"{folder} (in {existing})"
+        raise StorageError(f"cannot write {where}: {reason}")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False
