@@ -53,7 +53,10 @@ def test_quick_profile_promises():
     p = load_profile("quick")
     assert p.reduced
     assert "question-formation" in p.tasks
-    assert {"Tf", "Tf+Sup", "Tf+Nd"} <= set(p.architectures)
+    # the pairs of claim C1, with enough final runs for the exact sign-flip test to
+    # reach 0.05 (2^-runs < 0.05)
+    assert {"Tf", "LSTM"} <= set(p.architectures)
+    assert 2.0**-p.final_runs < 0.05
 
 
 def test_unknown_profile_lists_choices():

@@ -438,17 +438,17 @@ def test_sizes_come_from_the_profile_file(name):
 def test_per_architecture_epochs_and_explicit_fields_win():
     raw = shipped_toml("quick")
     assert isinstance(raw["final"]["max_epochs"], dict)  # else this test shows nothing
-    tf, nd = (
+    tf, lstm = (
         training.resolve_config(training.RunConfig("passivization", a, profile="quick"))
-        for a in ("Tf", "Tf+Nd")
+        for a in ("Tf", "LSTM")
     )
-    assert (tf.max_epochs, nd.max_epochs) == (
+    assert (tf.max_epochs, lstm.max_epochs) == (
         raw["final"]["max_epochs"]["default"],
-        raw["final"]["max_epochs"]["Tf+Nd"],
+        raw["final"]["max_epochs"]["LSTM"],
     )
-    assert tf.max_epochs != nd.max_epochs
+    assert tf.max_epochs != lstm.max_epochs
     c = training.resolve_config(
-        training.RunConfig("passivization", "Tf+Nd", profile="quick", train_size=5, max_epochs=9)
+        training.RunConfig("passivization", "LSTM", profile="quick", train_size=5, max_epochs=9)
     )
     assert (c.train_size, c.max_epochs) == (5, 9)
     assert (c.dev_size, c.checkpoint_every) == (

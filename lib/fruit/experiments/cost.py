@@ -24,25 +24,25 @@ import functools
 from fruit.experiments.plan import groups
 from fruit.profiles import Profile
 
-# Training tokens per second at one thread (benchmarks/models.py --threads 1 --seconds 6,
-# all fifteen in one run, question-formation batches of <= 2048 tokens, 2-core AMD EPYC
-# reference machine, load average 1.0-1.2).
+# Training tokens per second at one thread (benchmarks/models.py --threads 1, all fifteen
+# in one run, question-formation batches of <= 2048 tokens, on the 2-core AMD EPYC (AVX2)
+# reference machine at load average 1.0, 2026-11-26, with the dVPDA's C kernels).
 TOKENS_PER_SECOND = {
-    "Tf": 27_673,
-    "Tf+Sup": 27_196,
-    "Tf+Sup+Sup": 25_235,
-    "Tf+Nd": 6_356,
-    "Tf+Nd+Nd": 3_716,
-    "RNN": 50_060,
-    "RNN+Sup": 62_528,
-    "RNN+Sup+R": 57_140,
-    "RNN+Nd": 7_903,
-    "RNN+Nd+R": 6_674,
-    "LSTM": 79_081,
-    "LSTM+Sup": 58_706,
-    "LSTM+Sup+R": 59_020,
-    "LSTM+Nd": 7_411,
-    "LSTM+Nd+R": 6_461,
+    "Tf": 15_403,
+    "Tf+Sup": 15_203,
+    "Tf+Sup+Sup": 13_667,
+    "Tf+Nd": 11_034,
+    "Tf+Nd+Nd": 8_992,
+    "RNN": 29_805,
+    "RNN+Sup": 22_510,
+    "RNN+Sup+R": 22_313,
+    "RNN+Nd": 8_937,
+    "RNN+Nd+R": 7_946,
+    "LSTM": 29_668,
+    "LSTM+Sup": 23_244,
+    "LSTM+Sup+R": 23_798,
+    "LSTM+Nd": 6_998,
+    "LSTM+Nd+R": 7_488,
 }
 # Epochs assumed for a final run that early stopping ends (the paper-protocol runs we
 # have seen stopped after 5-12 epochs); a profile's smaller max_epochs wins.
