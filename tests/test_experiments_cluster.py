@@ -260,3 +260,87 @@ def test_counts_that_would_hang_are_refused(tmp_path: Path, capsys, option, valu
     assert cli_main(["run", "--profile", "smoke", option, value, "--results", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"fruit: error: {message}\n"
     assert not any(tmp_path.iterdir())
+
+
+def _needs_dashboard():
+    from fruit.experiments.cluster import dashboard_available
+
+    if not dashboard_available():
+        pytest.skip("bokeh is not installed (pip install bokeh): Dask serves no dashboard")
+
+
+def test_local_cluster_serves_the_dashboard_it_links_to():
+    import urllib.request
+
+    from fruit.experiments.cluster import local_cluster
+
+    _needs_dashboard()
+    cluster = local_cluster(workers=1, device="cpu")
+    try:
+        link = cluster.dashboard
+        assert link.startswith("http://127.0.0.1:") and link.endswith("/status")
+        assert cluster.dashboard_note() == f"Dask dashboard: {link}"
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert page.status == 200 and b"bokeh" in page.read().lower()
+    finally:
+        cluster.close()
+    quiet = local_cluster(workers=1, device="cpu", dashboard=False)
+    try:
+        assert quiet.dashboard is None and quiet.dashboard_note() is None
+    finally:
+        quiet.close()
+
+
+@pytest.mark.slow
+def test_fruit_run_prints_the_dashboard_link_unless_told_not_to(tmp_path: Path):
+    _needs_dashboard()
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    (tmp_path / "fake.toml").write_text(fake_profile_toml(trials=1, runs=1, architectures=["Tf"]))
+    common = [
+        "--profile", str(tmp_path / "fake.toml"), "--notebook", str(tmp_path / "train.ipynb"),
+        "--data-dir", str(tmp_path / "data"), "--results", str(tmp_path / "results"),
+        "--device", "cpu", "--workers", "1", "--skip-reports",
+    ]  # fmt: skip
+    quiet = fruit_run(*common, "--no-dashboard", timeout=300)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "dashboard" not in (quiet.stdout + quiet.stderr).lower()
+    shown = fruit_run(*common, timeout=300)  # the runs are complete: only the cluster starts
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    first = shown.stdout.splitlines()[0]
+    assert first.startswith("Dask dashboard: http://127.0.0.1:") and first.endswith("/status")
+    assert "already in use" not in shown.stderr  # a taken 8787 is not worth a warning
+
+
+def test_jobqueue_dashboard_comes_with_an_ssh_tunnel(tmp_path: Path, monkeypatch):
+    """On a login node the dashboard is reached through a tunnel: the note says which."""
+    import socket
+    import warnings
+
+    from fruit.experiments.cluster import connect_jobqueue
+
+    _needs_dashboard()
+    # a batch system that accepts jobs and never runs them
+    (tmp_path / "sbatch").write_text("#!/bin/sh\necho 'Submitted batch job 42'\n")
+    (tmp_path / "scancel").write_text("#!/bin/sh\nexit 0\n")
+    for name in ("sbatch", "scancel"):
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    options = dict(cores=1, memory="1GB", walltime="00:10:00", gpus=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. Dask's "Port 8787 is already in use"
+        cluster = connect_jobqueue("slurm", jobs=1, **options)
+    try:
+        link = cluster.dashboard
+        port = link.rsplit(":", 1)[1].split("/")[0]
+        note = cluster.dashboard_note()
+        assert note.splitlines()[0] == f"Dask dashboard: {link}"
+        assert f"ssh -L {port}:localhost:{port} {socket.gethostname()}" in note
+        assert f"http://localhost:{port}/status" in note
+    finally:
+        cluster.close()
+    quiet = connect_jobqueue("slurm", jobs=1, dashboard=False, **options)
+    try:
+        assert quiet.dashboard_note() is None
+    finally:
+        quiet.close()

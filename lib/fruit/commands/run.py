@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     where.add_argument("--scheduler", metavar="ADDRESS", help="attach to a running Dask scheduler")
     where.add_argument(
+        "--no-dashboard",
+        dest="dashboard",
+        action="store_false",
+        help="no Dask dashboard (default: on when bokeh is installed; its link is printed)",
+    )
+    where.add_argument(
         "--cluster", choices=("slurm", "pbs", "sge"), help="start workers through dask-jobqueue"
     )
     where.add_argument("--jobs", type=int, default=1, help="jobqueue: number of jobs (default: 1)")
@@ -96,15 +102,22 @@ def _cluster(args):
     if args.scheduler and args.cluster:
         raise FruitError("give either --scheduler or --cluster, not both")
     if args.scheduler:
-        return ec.attach(args.scheduler, threads=args.threads or 1)
+        return ec.attach(args.scheduler, threads=args.threads or 1, dashboard=args.dashboard)
     if args.cluster:
         options = {k: getattr(args, k) for k in ("cores", "memory", "walltime", "gpus")}
         if args.queue:
             options["queue"] = args.queue
         if args.account:
             options["account"] = args.account
-        return ec.connect_jobqueue(args.cluster, jobs=args.jobs, threads=args.threads, **options)
-    return ec.local_cluster(workers=args.workers, threads=args.threads or 1, device=args.device)
+        return ec.connect_jobqueue(
+            args.cluster, jobs=args.jobs, threads=args.threads, dashboard=args.dashboard, **options
+        )
+    return ec.local_cluster(
+        workers=args.workers,
+        threads=args.threads or 1,
+        device=args.device,
+        dashboard=args.dashboard,
+    )
 
 
 def check_counts(args: argparse.Namespace) -> None:
@@ -199,6 +212,9 @@ def main(args: argparse.Namespace) -> int:
     from fruit.experiments.sweep import Sweep
 
     cluster = _cluster(args)
+    note = cluster.dashboard_note()
+    if note:
+        print(note, flush=True)
     try:
         sweep = Sweep(
             profile,

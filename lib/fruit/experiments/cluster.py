@@ -8,12 +8,20 @@
 
 Every worker we start advertises the resource ``run=1`` and runs are submitted needing
 it, so a worker trains one run at a time whatever its thread count.
+
+The Dask dashboard is on when bokeh is installed (a dependency of fruit), unless
+``dashboard=False`` (``fruit run --no-dashboard``); ``Cluster.dashboard_note()`` says
+where it is: a link on 127.0.0.1 for a LocalCluster, the scheduler's link with
+``scheduler=``, and for a jobqueue cluster the link plus the ssh tunnel that reaches it
+from the user's own machine.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +40,21 @@ class Cluster:
     description: str
     threads: int | None  # torch threads per run (None: leave the workers' environment alone)
     resources: dict[str, int] | None  # what each run asks of a worker
+    dashboard: str | None = None  # the dashboard's link, e.g. http://127.0.0.1:8787/status
+    tunnel: str | None = None  # how to reach it from another machine (ssh -L ...)
     _closers: list = field(default_factory=list)
+
+    def dashboard_note(self) -> str | None:
+        """The lines `fruit run` prints about the dashboard (None: no dashboard)."""
+        if not self.dashboard:
+            return None
+        if not self.tunnel:
+            return f"Dask dashboard: {self.dashboard}"
+        port = _port(self.dashboard)
+        return (
+            f"Dask dashboard: {self.dashboard}\n"
+            f"  from your own machine: {self.tunnel}, then open http://localhost:{port}/status"
+        )
 
     def slots(self) -> int:
         info = self.client.scheduler_info(n_workers=-1)["workers"].values()
@@ -66,22 +88,39 @@ QUIET_DASK = {
 }
 
 
-def local_cluster(workers: int | None = None, threads: int = 1, device: str = "auto") -> Cluster:
+DASHBOARD_PORT = 8787  # Dask's usual port; a free one is taken when it is in use
+PORT_TAKEN = "Port .* is already in use"  # Dask's warning when it takes another one
+
+
+def dashboard_available() -> bool:
+    """Whether Dask can serve its dashboard here: bokeh installed, in a version it accepts."""
+    try:
+        import distributed.dashboard.scheduler  # noqa: F401 - imports and checks bokeh
+    except ImportError:
+        return False
+    return True
+
+
+def local_cluster(
+    workers: int | None = None, threads: int = 1, device: str = "auto", dashboard: bool = True
+) -> Cluster:
     """A LocalCluster on 127.0.0.1: by default one worker per `threads` CPU cores, or one
-    per GPU when the runs go to CUDA."""
+    per GPU when the runs go to CUDA. Its dashboard listens on 127.0.0.1 only."""
     import dask
     from distributed import Client, LocalCluster
 
     if workers is None:
         gpus = gpu_count() if device != "cpu" else 0
         workers = gpus if gpus > 0 else max(1, (os.cpu_count() or 1) // max(1, threads))
-    with dask.config.set(QUIET_DASK):  # the nannies take the config in force now
+    dashboard = dashboard and dashboard_available()
+    with dask.config.set(QUIET_DASK), warnings.catch_warnings():  # nannies take it now
+        warnings.filterwarnings("ignore", message=PORT_TAKEN)  # the link says which
         cluster = LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address=None,
+            dashboard_address=f"127.0.0.1:{DASHBOARD_PORT}" if dashboard else None,
             resources=RUN_RESOURCE,
             silence_logs=logging.ERROR,  # not the warnings of runs cut off at a time limit
         )
@@ -91,15 +130,18 @@ def local_cluster(workers: int | None = None, threads: int = 1, device: str = "a
         f"LocalCluster: {workers} workers x 1 run, {threads} torch thread(s) per run",
         threads,
         dict(RUN_RESOURCE),
+        dashboard=cluster.dashboard_link if dashboard else None,
     )
     result._closers += [cluster.close, client.close]
     return result
 
 
-def attach(scheduler: str, threads: int | None = None) -> Cluster:
+def attach(scheduler: str, threads: int | None = None, dashboard: bool = True) -> Cluster:
     """A client of an existing scheduler. Runs ask for ``run=1`` only if every worker
     offers that resource (``dask worker --resources run=1``); otherwise a worker runs as
-    many runs at once as it has threads, so start those with ``--nthreads 1``."""
+    many runs at once as it has threads, so start those with ``--nthreads 1``. The
+    dashboard link is the one the scheduler reports (its own settings decide whether it
+    serves one)."""
     from distributed import Client
 
     try:
@@ -113,6 +155,7 @@ def attach(scheduler: str, threads: int | None = None) -> Cluster:
         f"Dask scheduler {scheduler} ({len(workers)} workers)",
         threads,
         dict(RUN_RESOURCE) if with_resource else None,
+        dashboard=_reported_link(client) if dashboard else None,
     )
     result._closers.append(client.close)
     return result
@@ -126,11 +169,13 @@ def jobqueue_cluster(
     walltime: str | None = None,
     gpus: int = 0,
     start: bool = True,
+    dashboard: bool = True,
     **extra: Any,
 ):
     """A dask-jobqueue cluster; each job holds ``runs_per_job(gpus)`` workers, each
     worker one run. Unset options come from the Dask config. Returns the jobqueue
-    cluster object (``cluster.job_script()`` shows the job).
+    cluster object (``cluster.job_script()`` shows the job). The scheduler runs here
+    (the login node), its dashboard on port 8787 unless ``dashboard`` is False.
     """
     import dask
     import dask_jobqueue
@@ -164,8 +209,15 @@ def jobqueue_cluster(
     worker_args += dask.config.get(f"jobqueue.{kind}.worker-extra-args", []) or []
     worker_args += ["--resources", "run=1"]
     kwargs["worker_extra_args"] = worker_args
+    if not (dashboard and dashboard_available()):
+        scheduler = kwargs.pop("scheduler_options", None)
+        if scheduler is None:
+            scheduler = dask.config.get(f"jobqueue.{kind}.scheduler-options", {}) or {}
+        kwargs["scheduler_options"] = {**scheduler, "dashboard": False}
     try:
-        cluster = classes[kind](**kwargs)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=PORT_TAKEN)  # the link says which
+            cluster = classes[kind](**kwargs)
     except ValueError as e:  # e.g. cores/memory neither given nor configured
         raise FruitError(
             f"--cluster {kind}: {e}. Give --cores/--memory/--walltime or set them in the "
@@ -181,7 +233,9 @@ def runs_per_job(gpus: int) -> int:
     return max(1, gpus)
 
 
-def connect_jobqueue(kind: str, jobs: int, threads: int | None = None, **options: Any) -> Cluster:
+def connect_jobqueue(
+    kind: str, jobs: int, threads: int | None = None, dashboard: bool = True, **options: Any
+) -> Cluster:
     """Start ``jobs`` jobs; each run gets ``threads`` torch threads (default: the job's
     cores, from the options or the Dask config, shared between its runs)."""
     import shutil
@@ -195,7 +249,7 @@ def connect_jobqueue(kind: str, jobs: int, threads: int | None = None, **options
             f"--cluster {kind} needs the {submit} command, which is not on PATH here; run "
             f"fruit on a login node of the cluster (see docs/cluster.md)"
         )
-    cluster = jobqueue_cluster(kind, jobs=jobs, **options)
+    cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, **options)
     client = Client(cluster)
     runs = runs_per_job(options.get("gpus") or 0)
     if threads is None:
@@ -206,6 +260,23 @@ def connect_jobqueue(kind: str, jobs: int, threads: int | None = None, **options
         f"{kind} cluster: {jobs} job(s) x {runs} run(s), {threads} torch thread(s) per run",
         threads,
         dict(RUN_RESOURCE),
+        dashboard=(cluster.dashboard_link or None) if dashboard and dashboard_available() else None,
     )
+    if result.dashboard:
+        port = _port(result.dashboard)
+        result.tunnel = f"ssh -L {port}:localhost:{port} {socket.gethostname()}"
     result._closers += [cluster.close, client.close]
     return result
+
+
+def _reported_link(client) -> str | None:
+    """The dashboard link an existing scheduler reports, or None."""
+    try:
+        return client.dashboard_link or None
+    except (KeyError, AttributeError, OSError):
+        return None
+
+
+def _port(link: str) -> str:
+    """The port of a link such as http://10.1.2.3:8787/status."""
+    return link.split("://")[-1].split("/")[0].rsplit(":", 1)[-1]
