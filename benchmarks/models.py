@@ -11,6 +11,11 @@ Tf, RNN+Nd >= 0.3 of RNN, LSTM+Nd >= 1/4 of LSTM, every Sup model >= 1/1.5 of it
 the bases of the architectures asked for.
 
     .venv/bin/python benchmarks/models.py [--data-dir DIR] [--seconds 10] [--arch Tf --arch Tf+Nd]
+        [--rounds R] [--stepped]
+
+--rounds R interleaves the architectures (R slices of --seconds/R each), so that a ratio
+compares throughputs measured under the same load; --stepped also times each stack RNN's
+stepped pass (the path without the fused pass) as ARCH/stepped.
 
 Runs on one CPU thread unless --threads says otherwise. Exits 0 with a message when
 the data file is absent.
@@ -62,32 +67,37 @@ def train_step(model, optimizer, batch: list[list[int]], eos: int) -> float:
     return loss.item()
 
 
-def measure(arch, vocab_size, batches, device, seconds, min_steps, warmup):
-    from fruit.models import build_model, num_parameters
+class Meter:
+    """One architecture's model, optimiser and batches, timed in one or more slices."""
 
-    torch.manual_seed(0)
-    model = build_model(arch, vocab_size=vocab_size).to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for batch in batches[:warmup]:
-        train_step(model, optimizer, batch, vocab_size)
-    sync()
-    tokens_done, steps, start = 0, 0, time.perf_counter()
-    for batch in batches[warmup:] + batches[:warmup]:
-        train_step(model, optimizer, batch, vocab_size)
-        sync()
-        tokens_done += sum(len(w) + 1 for w in batch)  # predicted positions, EOS included
-        steps += 1
-        if steps >= min_steps and time.perf_counter() - start >= seconds:
-            break
-    elapsed = time.perf_counter() - start
-    return {
-        "d": model.d,
-        "params": num_parameters(model),
-        "steps": steps,
-        "tokens_per_s": tokens_done / elapsed,
-        "s_per_step": elapsed / steps,
-    }
+    def __init__(self, arch, vocab_size, batches, device, warmup, stepped=False):
+        from fruit.models import build_model, num_parameters
+
+        torch.manual_seed(0)
+        self.model = build_model(arch, vocab_size=vocab_size).to(device).train()
+        if stepped:  # a hooked head makes a stack RNN take its stepped pass
+            self.model.actions.register_forward_hook(lambda module, args, output: output)
+        self.d, self.params, self.vocab_size = self.model.d, num_parameters(self.model), vocab_size
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        for batch in batches[:warmup]:
+            train_step(self.model, self.optimizer, batch, vocab_size)
+        self.order, self.next = batches[warmup:] + batches[:warmup], 0
+        self.tokens, self.steps, self.elapsed = 0, 0, 0.0
+
+    def run(self, seconds: float, min_steps: int) -> None:
+        """Training steps for at least `seconds` and `min_steps`."""
+        self.sync()
+        steps, start = 0, time.perf_counter()
+        while steps < min_steps or time.perf_counter() - start < seconds:
+            batch = self.order[self.next % len(self.order)]
+            self.next += 1
+            train_step(self.model, self.optimizer, batch, self.vocab_size)
+            self.sync()
+            self.tokens += sum(len(w) + 1 for w in batch)  # predicted positions, EOS included
+            steps += 1
+        self.elapsed += time.perf_counter() - start
+        self.steps += steps
 
 
 def main(argv=None) -> int:
@@ -102,6 +112,19 @@ def main(argv=None) -> int:
     parser.add_argument("--min-steps", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--arch", action="append", help="only these (Tf is always added)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="interleave the architectures: R rounds of --seconds/R each, so that their "
+        "ratios see the same load on a shared machine",
+    )
+    parser.add_argument(
+        "--stepped",
+        action="store_true",
+        help="also time each stack RNN's stepped pass (autograd through the step APIs) "
+        "as ARCH/stepped, interleaved with its fused pass",
+    )
     parser.add_argument("--device", default="auto")
     # One thread by default: on a small shared machine, PyTorch's intra-op threads spin
     # against other processes and a step can be 10x slower than with one thread.
@@ -142,15 +165,25 @@ def main(argv=None) -> int:
         f"{'architecture':<12} {'d':>4} {'params':>8} {'steps':>5} {'s/step':>8} {'tokens/s':>10}"
         f" {'/Tf':>7} {'/base':>7}"
     )
+    names = list(archs)
+    if args.stepped:  # the stack RNNs again, on their stepped pass
+        names += [f"{a}/stepped" for a in archs if a.startswith(("RNN+", "LSTM+"))]
+    meters = {}
+    for _ in range(max(args.rounds, 1)):
+        for name in names:
+            if name not in meters:
+                arch, _, variant = name.partition("/")
+                meters[name] = Meter(arch, V, batches, device, args.warmup, variant == "stepped")
+            meters[name].run(args.seconds / max(args.rounds, 1), args.min_steps)
     speed = {}
-    for arch in archs:
-        r = measure(arch, V, batches, device, args.seconds, args.min_steps, args.warmup)
-        speed[arch] = r["tokens_per_s"]
-        base = speed.get(base_of(arch))
+    for name, meter in meters.items():
+        speed[name] = meter.tokens / meter.elapsed
+        base = speed.get(base_of(name))
         print(
-            f"{arch:<12} {r['d']:>4} {r['params']:>8} {r['steps']:>5} {r['s_per_step']:>8.3f} "
-            f"{speed[arch]:>10.0f} {speed[arch] / speed['Tf']:>7.3f} "
-            f"{speed[arch] / base if base else float('nan'):>7.3f}",
+            f"{name:<12} {meter.d:>4} {meter.params:>8} {meter.steps:>5} "
+            f"{meter.elapsed / meter.steps:>8.3f} {speed[name]:>10.0f} "
+            f"{speed[name] / speed['Tf']:>7.3f} "
+            f"{speed[name] / base if base else float('nan'):>7.3f}",
             flush=True,
         )
     print(f"# load average at end: {load_load()}")
@@ -161,7 +194,7 @@ def main(argv=None) -> int:
 
 def base_of(arch: str) -> str:
     """The plain model an architecture adds stacks to: Tf, RNN or LSTM."""
-    return arch.split("+")[0]
+    return arch.split("/")[0].split("+")[0]
 
 
 # The project's speed targets: throughput at least this fraction of the base's (the

@@ -235,8 +235,32 @@ def test_stack_pieces(dtype, h, height):
 # -- the matrix products -----------------------------------------------------------------
 
 
+@pytest.fixture(params=["default", "onednn", "mkl"])
+def library(request, monkeypatch):
+    """The products on this machine's choice, on oneDNN (where PyTorch has it) and on torch's
+    own matmul (MKL)."""
+    if request.param == "onednn":
+        monkeypatch.setenv("FRUIT_ONEDNN", "1")
+        op = products._onednn_op()
+        if op is None:
+            pytest.skip("PyTorch's oneDNN linear is not available here")
+        monkeypatch.setattr(products, "_ONEDNN", op)
+    elif request.param == "mkl":
+        monkeypatch.setattr(products, "_ONEDNN", None)
+    return request.param
+
+
+def test_onednn_is_preferred_where_torch_runs_avx512(monkeypatch):
+    for choice, want in (("1", True), ("0", False)):
+        monkeypatch.setenv("FRUIT_ONEDNN", choice)
+        assert products._prefer_onednn() is want
+    monkeypatch.delenv("FRUIT_ONEDNN")
+    avx512 = torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    assert products._prefer_onednn() is avx512
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-def test_products_match_torch(dtype):
+def test_products_match_torch(dtype, library):
     g = torch.Generator().manual_seed(4)
     x = torch.randn(30, 50, dtype=dtype, generator=g)[:, 3:40]  # rows in a wider buffer
     weight = torch.randn(37, 20, dtype=dtype, generator=g).t()  # a transposed view (20, 37)
@@ -261,7 +285,7 @@ def test_products_match_torch(dtype):
     assert products.uses_onednn(x) == (dtype == torch.float32 and products._ONEDNN is not None)
 
 
-def test_products_with_empty_operands():
+def test_products_with_empty_operands(library):
     """oneDNN refuses empty operands; the products then go to torch."""
     w = torch.randn(4, 3)
     assert products.linear(torch.zeros(0, 3), w).shape == (0, 4)
@@ -282,7 +306,7 @@ def test_sup_models_take_an_empty_batch(arch, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-def test_project_matches_functional_linear(dtype):
+def test_project_matches_functional_linear(dtype, library):
     """products.project (an autograd node on oneDNN for float32) against F.linear: values
     and gradients, with a weight that is a column slice of a larger matrix (the token part
     of a stack RNN's first layer) and inputs with two leading dimensions."""

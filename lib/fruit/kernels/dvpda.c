@@ -229,6 +229,38 @@ static void gh_panel(idx Q, const real *g, idx nk, const real *d, real *part)
             }
 }
 
+/* out[i Q + j] += sum over the nblocks blocks b of sum over their RB rows of x_b[i] e_b[j]
+ * (i, j < Q; x_b[i] the vector of RB rows at xs[b] + i RB, e_b[j] at es[b] + j RB): the
+ * small products G^T gU of the backward pass, summed over row blocks with the Q x Q
+ * accumulators in registers. */
+static void block_dots(idx Q, idx nblocks, const real *const *xs, const real *const *es,
+                       real *out)
+{
+    if (Q == 3) {
+        vec acc[3][3];
+        for (idx i = 0; i < 3; i++)
+            for (idx j = 0; j < 3; j++) acc[i][j] = vzero();
+        for (idx b = 0; b < nblocks; b++)
+            for (idx v = 0; v < NV; v++) {
+                vec xv[3], ev[3];
+                for (idx i = 0; i < 3; i++) xv[i] = vload(xs[b] + i * RB + v * VL);
+                for (idx j = 0; j < 3; j++) ev[j] = vload(es[b] + j * RB + v * VL);
+                for (idx i = 0; i < 3; i++)
+                    for (idx j = 0; j < 3; j++) acc[i][j] += xv[i] * ev[j];
+            }
+        for (idx i = 0; i < 3; i++)
+            for (idx j = 0; j < 3; j++) out[i * 3 + j] += hsum(acc[i][j]);
+        return;
+    }
+    for (idx i = 0; i < Q; i++)
+        for (idx j = 0; j < Q; j++) {
+            real sum = 0;
+            for (idx b = 0; b < nblocks; b++)
+                for (idx l = 0; l < RB; l++) sum += xs[b][i * RB + l] * es[b][j * RB + l];
+            out[i * Q + j] += sum;
+        }
+}
+
 /* ---- one example ----------------------------------------------------------------------- */
 
 typedef struct { /* one example's buffers (entry k of alpha at alpha + k X, ...): table =
@@ -250,7 +282,8 @@ typedef struct { /* workspace of one call, sized for the capacity */
     real *Hc, *gH;          /* NB TILE each */
     real *Hrow, *gHrow;     /* (n X + RB) Q each: H and gH row-major, [rho][r] */
     real *part;             /* n Q Q VL: gh_panel's partial sums */
-    real *vacc;             /* X X VL */
+    const real **xs, **es;  /* NB + 1 tile pointers each, for block_dots */
+    real *dots;             /* Q Q: block_dots' output */
     real *w, *w_eta;        /* n + 1 */
     real *coefH;            /* n Q Q */
     real *coefR, *coefO;    /* S Q Q each */
@@ -551,24 +584,18 @@ static void backward_one(const Dims *d, const State *st, const Adjoint *g, idx t
                             gHrow[rho * Q + r] += hsum(vload(part + (((k - 1) * Q + u) * Q + r) * VL));
                     }
             }
-        if (t >= 2) { /* replace: U[i] += G[i->t-1] R: gR[(s, z), (r, y)] += sum_rho G[t-1][z, s] gU[t][y, r] */
-            real *vacc = sc->vacc;
-            memset(vacc, 0, (size_t)(X * X * VL) * sizeof(real));
-            for (idx beta = 0; beta < nb1; beta++)
-                for (idx z = 0; z < S; z++)
-                    for (idx s = 0; s < Q; s++) {
-                        const real *x = tile(d, table, beta, z, t - 1) + s * RB;
-                        for (idx y = 0; y < S; y++)
-                            for (idx r = 0; r < Q; r++) {
-                                const real *e = tile(d, GU, beta, y, t) + r * RB;
-                                vec p = vzero();
-                                for (idx v = 0; v < NV; v++) p += vload(x + v * VL) * vload(e + v * VL);
-                                real *o = vacc + ((s * S + z) * X + r * S + y) * VL;
-                                vstore(o, vload(o) + p);
-                            }
+        if (t >= 2) /* replace: U[i] += G[i->t-1] R: gR[(s, z), (r, y)] += sum_rho G[t-1][z, s] gU[t][y, r] */
+            for (idx z = 0; z < S; z++)
+                for (idx y = 0; y < S; y++) {
+                    for (idx beta = 0; beta < nb1; beta++) {
+                        sc->xs[beta] = tile(d, table, beta, z, t - 1);
+                        sc->es[beta] = tile(d, GU, beta, y, t);
                     }
-            for (idx l = 0; l < X * X; l++) gR[l] += hsum(vload(vacc + l * VL));
-        }
+                    memset(sc->dots, 0, (size_t)(Q * Q) * sizeof(real));
+                    block_dots(Q, nb1, sc->xs, sc->es, sc->dots);
+                    for (idx s = 0; s < Q; s++)
+                        for (idx r = 0; r < Q; r++) gR[(s * S + z) * X + r * S + y] += sc->dots[s * Q + r];
+                }
     }
     if (t >= 2) {
         for (idx beta = 0; beta < nb1; beta++) /* gH in tiles, zero beyond row (t-1) X */
@@ -578,21 +605,16 @@ static void backward_one(const Dims *d, const State *st, const Adjoint *g, idx t
                     gH[beta * TILE + r * RB + l] = rho < rows ? gHrow[rho * Q + r] : 0;
                 }
         /* H = G[. -> t-1] O: gO[(s, z), r] += sum_rho G[t-1][z, s][rho] gH[rho, r] */
-        real *vacc = sc->vacc;
-        memset(vacc, 0, (size_t)(X * Q * VL) * sizeof(real));
-        for (idx beta = 0; beta < nb1; beta++)
-            for (idx z = 0; z < S; z++)
-                for (idx s = 0; s < Q; s++) {
-                    const real *x = tile(d, table, beta, z, t - 1) + s * RB;
-                    for (idx r = 0; r < Q; r++) {
-                        const real *e = gH + beta * TILE + r * RB;
-                        vec p = vzero();
-                        for (idx v = 0; v < NV; v++) p += vload(x + v * VL) * vload(e + v * VL);
-                        real *o = vacc + ((s * S + z) * Q + r) * VL;
-                        vstore(o, vload(o) + p);
-                    }
-                }
-        for (idx l = 0; l < X * Q; l++) gO[l] += hsum(vload(vacc + l * VL));
+        for (idx z = 0; z < S; z++) {
+            for (idx beta = 0; beta < nb1; beta++) {
+                sc->xs[beta] = tile(d, table, beta, z, t - 1);
+                sc->es[beta] = gH + beta * TILE;
+            }
+            memset(sc->dots, 0, (size_t)(Q * Q) * sizeof(real));
+            block_dots(Q, nb1, sc->xs, sc->es, sc->dots);
+            for (idx s = 0; s < Q; s++)
+                for (idx r = 0; r < Q; r++) gO[(s * S + z) * Q + r] += sc->dots[s * Q + r];
+        }
         /* adjoint of column t-1 from this update (GU's column t-1 is assigned here):
          * GU[t-1][z, s] = sum_{(r, y)} gU[t][y, r] R[(s, z), (r, y)] + sum_r gH[., r] O[(s, z), r] */
         for (idx z = 0; z < S; z++)
@@ -684,19 +706,20 @@ static int prepare(Context *cx, idx Q, idx S, idx m, idx n)
     }
     const idx X = Q * S, N = n > 1 ? n : 1, TILE = cx->d.TILE, NB = cx->d.NB;
     const idx sizes[] = {NB * TILE, NB * TILE, (N * X + RB) * Q, (N * X + RB) * Q,
-                         N * Q * Q * VL, X * X * VL, N + 1, N + 1,
+                         N * Q * Q * VL, Q * Q, N + 1, N + 1,
                          N * Q * Q, S * Q * Q, S * Q * Q, S * S * Q * Q,
                          4 * X * X + 4 * X * m + 4 * X * Q + 4 * m + 64};
     idx total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += (sizes[i] + VL - 1) / VL * VL;
     real *reals = malloc((size_t)total * sizeof(real));
     Segment *seg = malloc((size_t)(S + 2) * sizeof(Segment));
-    cx->blocks[0] = reals, cx->blocks[1] = seg;
-    if (!reals || !seg) {
+    const real **ptrs = malloc((size_t)(2 * (NB + 1)) * sizeof(real *));
+    cx->blocks[0] = reals, cx->blocks[1] = seg, cx->blocks[2] = (void *)ptrs;
+    if (!reals || !seg || !ptrs) {
         release(cx);
         return -1;
     }
-    real **slots[] = {&cx->sc.Hc, &cx->sc.gH, &cx->sc.Hrow, &cx->sc.gHrow, &cx->sc.part, &cx->sc.vacc, &cx->sc.w, &cx->sc.w_eta,
+    real **slots[] = {&cx->sc.Hc, &cx->sc.gH, &cx->sc.Hrow, &cx->sc.gHrow, &cx->sc.part, &cx->sc.dots, &cx->sc.w, &cx->sc.w_eta,
                       &cx->sc.coefH, &cx->sc.coefR, &cx->sc.coefO, &cx->sc.coefRT,
                       &cx->sc.small};
     real *at = reals;
@@ -705,6 +728,7 @@ static int prepare(Context *cx, idx Q, idx S, idx m, idx n)
         at += (sizes[i] + VL - 1) / VL * VL;
     }
     cx->sc.seg = seg;
+    cx->sc.xs = ptrs, cx->sc.es = ptrs + NB + 1;
     return 0;
 }
 

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from fruit.kernels import workspace
 from fruit.kernels.build import CSource
 from fruit.kernels.dvpda_math import exp_shifted, initial_terms
 
@@ -110,7 +111,7 @@ class NativeBuffers:
         B, X, m = batch_size, Q * S, bottom_log.size(0)
         new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
         self.lib, self.Q, self.S, self.m, self.n = lib, Q, S, m, n
-        self.gamma = torch.empty(B, lib.nd_table_size(Q, S, n), **new)
+        self.gamma = workspace.take(self, (B, lib.nd_table_size(Q, S, n)), bottom_log.dtype)
         self.alpha = torch.empty(B, n + 1, X, **new)
         self.eta = torch.empty(B, n + 1, X, m, **new)
         self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
@@ -136,7 +137,8 @@ class NativeBuffers:
         keep = min(n, self.n)
         pick = (lambda x: x) if index is None else (lambda x: x.index_select(0, index))
         gamma = pick(self.gamma).contiguous()
-        out.gamma = gamma.new_empty(gamma.size(0), self.lib.nd_table_size(self.Q, self.S, n))
+        size = self.lib.nd_table_size(self.Q, self.S, n)
+        out.gamma = workspace.take(out, (gamma.size(0), size), gamma.dtype)
         _check(  # columns 1 .. keep-1 (their places depend on the capacity)
             self.lib.nd_copy_columns(
                 gamma.size(0), self.Q, self.S, _p(gamma), self.n, _p(out.gamma), n, keep
@@ -186,8 +188,9 @@ class NativeAdjoint:
         lib, Q, S = buffers.lib, buffers.Q, buffers.S
         self.alpha = torch.zeros_like(buffers.alpha)
         self.eta = torch.zeros_like(buffers.eta)
-        self.GU = torch.empty_like(buffers.gamma)
-        self.HR = buffers.gamma.new_empty(buffers.gamma.size(0), lib.nd_hr_size(Q, S, buffers.n))
+        B, dtype = buffers.gamma.size(0), buffers.gamma.dtype
+        self.GU = workspace.take(self, buffers.gamma.shape, dtype)
+        self.HR = workspace.take(self, (B, lib.nd_hr_size(Q, S, buffers.n)), dtype)
         self.top = buffers.n if n is None else n
         views = (_p(x) for x in (self.alpha, self.eta, self.GU, self.HR))
         self._struct = _Adjoint(self.top, *views)
@@ -236,7 +239,7 @@ class NativeScan(torch.autograd.Function):
         b = buffers.struct()
         _check(lib.nd_forward_sequence(ctypes.byref(b), n, ctypes.byref(inputs), _p(readings)))
         ctx.save_for_backward(logits, pushed_log, bottom_log)
-        ctx.buffers, ctx.lib = buffers, lib
+        ctx.buffers, ctx.lib, ctx.prepared = buffers, lib, (held, inputs)  # for the backward
         return readings
 
     @staticmethod
@@ -245,7 +248,7 @@ class NativeScan(torch.autograd.Function):
         logits, pushed_log, bottom_log = ctx.saved_tensors
         buffers, lib = ctx.buffers, ctx.lib
         B, n, _ = logits.shape
-        held, inputs = _inputs(logits, pushed_log)
+        held, inputs = ctx.prepared
         g_readings = g_readings.to(logits.dtype).contiguous()
         g_logits = torch.empty_like(logits, memory_format=torch.contiguous_format)
         g_pushed = torch.empty_like(pushed_log, memory_format=torch.contiguous_format)

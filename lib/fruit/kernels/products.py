@@ -1,20 +1,27 @@
-"""Matrix products of the hand-written recurrent pass (`sup_pass`), on oneDNN where
+"""Matrix products of the hand-written recurrent passes (`stack_pass`), on oneDNN where
 that is the faster library.
 
-PyTorch's CPU matmul calls MKL; nn.LSTM calls oneDNN. On a CPU where MKL does not
-take its AVX-512 kernels (this project's AMD EPYC, Zen 5), oneDNN runs the same
-float32 products about twice as fast: one thread, y = x Wᵀ + b,
+PyTorch's CPU matmul calls MKL; nn.LSTM calls oneDNN. On a CPU with AVX-512, where MKL
+does not take its AVX-512 kernels (an AMD EPYC, Zen 5), oneDNN runs the same float32
+products about twice as fast: one thread, y = x Wᵀ + b,
 
     (85 × 170) (170 × 340)     MKL 105 µs   oneDNN 61 µs     a stack LSTM's step product
     (2040 × 170) (170 × 340)   MKL 2.30 ms  oneDNN 1.04 ms   a weight gradient
 
-so a pass that calls MKL step by step is compared against a base LSTM that does not.
-Both functions compute float32 products in float32 (oneDNN, like torch's own matmul,
-drops to bf16 or tf32 only when the user opts in with
-torch.backends.mkldnn.matmul.fp32_precision). They take oneDNN's kernel only for
+On a CPU without AVX-512 (an AMD EPYC virtual machine with AVX2) it is the other way
+round, through PyTorch's oneDNN op (CPU time, one thread, B = 66):
+
+    (66 × 203) (203 × 158)     MKL 74 µs    oneDNN 135 µs    an RNN+Nd step product
+    (66 × 82) (82 × 194)       MKL 43 µs    oneDNN 103 µs    an LSTM+Nd's heads
+    (2310 × 127) (127 × 328)   MKL 3.2 ms   oneDNN 4.3 ms    a weight gradient
+
+so oneDNN is taken only where PyTorch runs its AVX-512 kernels
+(torch.backends.cpu.get_cpu_capability()); FRUIT_ONEDNN=1 takes it anywhere it runs,
+FRUIT_ONEDNN=0 nowhere. Both libraries compute float32 products in float32 (oneDNN,
+like torch's own matmul, drops to bf16 or tf32 only when the user opts in with
+torch.backends.mkldnn.matmul.fp32_precision). oneDNN's kernel is used only for
 non-empty float32 tensors on the CPU, when PyTorch was built with it and a probe at
-import agrees with torch, and otherwise (CUDA, float64, the environment variable
-FRUIT_ONEDNN=0) call torch.
+import agrees with torch; otherwise (CUDA, float64) the functions call torch.
 
     linear(x, weight, bias, out)        x weightᵀ + bias     x (B, K), weight (N, K)
     linear_add(x, weight, other, out)   other + x weightᵀ    other (B, N)
@@ -30,10 +37,19 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 
+def _prefer_onednn() -> bool:
+    """FRUIT_ONEDNN=1 / 0, else whether PyTorch runs AVX-512 kernels here."""
+    choice = os.environ.get("FRUIT_ONEDNN", "")
+    if choice in ("0", "1"):
+        return choice == "1"
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
+
 def _onednn_op():
     """PyTorch's oneDNN linear (the one its compiler emits for CPU linears), or None
-    when switched off, absent from this build, or not giving torch's result on a probe."""
-    if os.environ.get("FRUIT_ONEDNN", "1") == "0" or not torch.backends.mkldnn.is_available():
+    when not preferred here, absent from this build, or not giving torch's result on a
+    probe."""
+    if not _prefer_onednn() or not torch.backends.mkldnn.is_available():
         return None
     op = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
     try:

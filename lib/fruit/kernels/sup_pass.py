@@ -1,185 +1,50 @@
-"""The batched pass of RNN+Sup / LSTM+Sup (+R): controller and superposition stack in
-one autograd Function whose backward is written out (backpropagation through time).
-
-A stack RNN cannot run its controller over the whole sequence (the reading r_{t-1}
-enters layer 1 at step t), so every operation is paid once per time step. Through
-autograd one step of a 3-layer LSTM with its stack is some sixty graph nodes. Here
-the forward runs without a graph and the backward is the adjoint recurrence, so a
-step costs its matrix products (`products`: oneDNN on the CPU) and, between each two
-of them, one call to a pointwise piece (`sup_cells`: C kernels on the CPU).
-
-Forward, for t = 1..n (docs/paper.md §4, §8; layer k has input width K_k + d):
-
-    x¹_t = [r_{t-1}; h¹_{t-1}]           z¹_t = x¹_t W¹ + (token part, projected outside)
-    x^k_t = [Drop(h^{k-1}_t); h^k_{t-1}]  z^k_t = x^k_t W^k + b^k                (k > 1)
-    RNN:  h = tanh(z)      LSTM: i, f, g, o = σ, σ, tanh, σ of z;  c = f c' + i g;  h = o tanh(c)
-    [a; u] = h^L_t W_head + b_head;  probs = softmax(a);  v = σ(u)           (t ≤ updates)
-    V_t = update(V_{t-1}, probs, v)  (exact depth truncation);  r_t = V_t[0]
-
-The buffer X[k] (n+1, B, K_k + d) holds every step's input of layer k: each new h is
-written straight into the row where the next product reads it, so no step
-concatenates, and the weight gradients are one product per layer over all steps,
-dW^k = X[k][:n]ᵀ dZ[k].
+"""RNN+Sup / LSTM+Sup (+R) as one pass (`stack_pass.StackPass`) with the superposition
+stack as its driver: per step the heads give [a; u], probs = softmax(a), v = σ(u), and
+V_t = update(V_{t-1}, probs, v) with the exact depth truncation; r_t = V_t[0]
+(docs/paper.md §5, §8). The stack's pieces are `sup_cells` (C kernels on the CPU).
 """
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from fruit.kernels.products import linear, linear_add
+from fruit.kernels.stack_pass import check_updates, stack_pass
 from fruit.kernels.sup_cells import cells_for
 
 
-class SupPass(torch.autograd.Function):
-    """(projected (n, B, G), h0, c0 (L, B, d), W_head (d, 3+m), b_head (3+m,), W¹..W^L
-    ((K_k + d, G) each), b²..b^L (G,)) -> top-layer states h^L_1..h^L_n (n, B, d) and
-    readings r_1..r_updates (updates, B, m).
+class SupDriver:
+    """The superposition stack inside the pass: keeps V_0..V_{updates-1} (the inputs of
+    each update), the action probabilities (updates, B, 3) and pushed vectors
+    (updates, B, m), and in the backward dL/dV of the stack after the current update."""
 
-    ``lstm`` picks the cell; ``masks`` (L-1, n, B, d) are the inter-layer dropout
-    multipliers (None: no dropout); ``updates`` is the number of stack updates
-    (n, or n - 1 when the last reading is not used). c0 is ignored for the RNN.
+    def __init__(self, cells, updates: int, like: Tensor, m: int):
+        B = like.size(1)
+        self.width, self.cells, self.updates = m, cells, updates
+        self.probs, self.pushed = like.new_empty(updates, B, 3), like.new_empty(updates, B, m)
+        self.p, self.v = self.probs.unbind(0), self.pushed.unbind(0)
+        self.stacks = []  # V_0..V_{updates-1}
+        self.stack = like.new_zeros(B, 0, m)
+        self.dV = None
 
-    Every buffer is allocated once and viewed per step before the loops (`unbind`),
-    so the loops index Python lists; tensor indexing costs microseconds per call.
-    In the loops, t counts from 0: step t computes h^k_{t+1}, r_{t+1} (row t+1 of X).
-    First-order gradients only (the backward is not itself differentiable).
-    """
+    def initial(self, reading: Tensor) -> None:
+        reading.zero_()  # r_0: the empty stack reads zero
 
-    @staticmethod
-    def forward(ctx, lstm, updates, masks, projected, h0, c0, W_head, b_head, *weights):
-        n, B, G = projected.shape
-        L, _, d = h0.shape
-        m = W_head.size(1) - 3
-        if n < 1 or not n - 1 <= updates <= n:
-            raise ValueError(
-                f"SupPass: needs n >= 1 steps and n - 1 or n updates, got n={n}, updates={updates}"
-            )
-        cells = cells_for(projected)
-        projected = projected.contiguous()
-        if masks is not None:  # full (L-1, n, B, d), contiguous, of the pass's dtype
-            masks = masks.to(projected.dtype).expand(L - 1, n, B, d).contiguous()
-        W = weights[:L]
-        WT = [w.t() for w in W]  # (G, K_k + d): the products take weights as nn.Linear does
-        W_head_t = W_head.t()  # (3+m, d)
-        K = [m] + [d] * (L - 1)  # the stepped input width of each layer, before h
-        new = projected.new_empty
-        X = [new(n + 1, B, K[k] + d) for k in range(L)]  # x^k_1..x^k_n; row n: h^k_n only
-        for k in range(L):
-            X[k][0, :, K[k] :] = h0[k]
-        X[0][0, :, :m] = 0.0  # r_0: the empty stack reads zero
-        x = [X[k].unbind(0) for k in range(L)]  # x[k][t]: input of layer k on step t
-        h = [X[k][1:, :, K[k] :].unbind(0) for k in range(L)]  # h[k][t] = h^k_{t+1}
-        # up[k][t]: where layer k+1 reads Drop(h^k_{t+1}); mask[k][t]: its multipliers
-        # (None: no dropout; the top layer has neither)
-        up = [X[k + 1][:n, :, :d].unbind(0) for k in range(L - 1)] + [[None] * n]
-        no_mask = [None] * n
-        mask = [no_mask] * L if masks is None else [*(y.unbind(0) for y in masks), no_mask]
-        reading = X[0][1:, :, :m].unbind(0)  # reading[t] = r_{t+1}
-        token_part = projected.unbind(0)
-        bias = [None, *weights[L:]]
-        if lstm:
-            A = [new(n, B, G) for _ in range(L)]  # activated gates i, f, g, o
-            C = [new(n + 1, B, d) for _ in range(L)]  # cell states c_0..c_n
-            TC = [new(n, B, d) for _ in range(L)]  # tanh(c_1..c_n)
-            for k in range(L):
-                C[k][0] = c0[k]
-            a = [A[k].unbind(0) for k in range(L)]
-            c = [C[k].unbind(0) for k in range(L)]
-            tc = [TC[k].unbind(0) for k in range(L)]
-        probs, pushed = new(updates, B, 3), new(updates, B, m)
-        p, v = probs.unbind(0), pushed.unbind(0)
-        stacks = []  # V_0..V_{updates-1}, the inputs of each update
-        stack = projected.new_zeros(B, 0, m)
-        for t in range(n):
-            for k in range(L):
-                # z^k_t = x^k_t W^k + (layer 1: the token part; above: b^k)  (B, G)
-                if k == 0:
-                    z = linear_add(x[0][t], WT[0], token_part[t])
-                else:
-                    z = linear(x[k][t], WT[k], bias[k])
-                if lstm:
-                    cells.lstm_forward(
-                        z, a[k][t], c[k][t], c[k][t + 1], tc[k][t], h[k][t], mask[k][t], up[k][t]
-                    )
-                else:
-                    cells.rnn_forward(z, h[k][t], mask[k][t], up[k][t])
-            if t < updates:
-                head = linear(h[L - 1][t], W_head_t, b_head)  # (B, 3+m)
-                stacks.append(stack)
-                height = min(stack.size(1) + 1, updates - t)  # below: can't reach a reading
-                # r_{t+1} is written where layer 1 reads it on the next step
-                stack = cells.stack_forward(head, p[t], v[t], stack, height, reading[t])
-        ctx.lstm, ctx.updates, ctx.K, ctx.cells = lstm, updates, K, cells
-        per_layer = [*W, *X, *A, *C, *TC] if lstm else [*W, *X]
-        ctx.save_for_backward(masks, W_head, probs, pushed, *per_layer, *stacks)
-        tops = X[L - 1][1:, :, K[-1] :].clone()  # (n, B, d)
-        readings = X[0][1 : updates + 1, :, :m].clone()  # (updates, B, m)
-        return tops, readings
+    def forward(self, t: int, head: Tensor, reading: Tensor) -> None:
+        self.stacks.append(self.stack)
+        height = min(self.stack.size(1) + 1, self.updates - t)  # below: can't reach a reading
+        self.stack = self.cells.stack_forward(
+            head, self.p[t], self.v[t], self.stack, height, reading
+        )
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g_tops, g_readings):
-        lstm, updates, K, cells = ctx.lstm, ctx.updates, ctx.K, ctx.cells
-        L = len(K)
-        masks, W_head, probs, pushed, *saved = ctx.saved_tensors
-        groups = 5 if lstm else 2  # per layer: W, X (+ A, C, TC for the LSTM)
-        W, X, *ACT = (saved[j * L : (j + 1) * L] for j in range(groups))
-        stacks = saved[groups * L :]  # V_0..V_{updates-1}
-        n, B, d = g_tops.shape
-        m = pushed.size(2)
-        g_tops, g_readings = g_tops.contiguous(), g_readings.contiguous()
-        # What each step's backward needs of the forward (with PyTorch operations: the
-        # local derivatives of all steps at once, a few large operations)
-        if lstm:
-            local = [cells.lstm_locals(*(Y[k] for Y in ACT)) for k in range(L)]
-        else:
-            local = [cells.rnn_locals(X[k][1:, :, K[k] :]) for k in range(L)]
-        dZ = [g_tops.new_empty(n, B, W[k].size(1)) for k in range(L)]  # dL/dz^k_t (n, B, G)
-        dz = [dZ[k].unbind(0) for k in range(L)]
-        dHead = g_tops.new_empty(updates, B, 3 + m)  # dL/d[a; u]
-        dhead = dHead.unbind(0)
-        g_top, g_reading = g_tops.unbind(0), g_readings.unbind(0)
-        p, v = probs.unbind(0), pushed.unbind(0)
-        no_mask = [None] * n
-        mask = [no_mask] * (L - 1) if masks is None else [y.unbind(0) for y in masks]
-        # Adjoints carried from the step after (t+1) to step t:
-        dH = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dh^k, through the recurrence
-        dC = [g_tops.new_zeros(B, d) for _ in range(L)]  # dL/dc^k (LSTM), updated in place
-        dR = None  # dL/dr, through layer 1's input (None: no later step)
-        dV = g_tops.new_zeros(B, 1, m)  # dL/dV of the last stack (height 1): its reading only
-        for t in reversed(range(n)):
-            # dL/dh^L_t = dh_a + dh_b: from the output (and the heads), and from step t+1
-            if t < updates:  # step t's stack update and the heads that drove it
-                dV = cells.stack_backward(stacks[t], p[t], v[t], dV, dR, g_reading[t], dhead[t])
-                dh_a = linear_add(dHead[t], W_head, g_top[t])  # (B, d)
-            else:
-                dh_a = g_top[t]
-            dh_b, mask_t = dH[L - 1], None
-            for k in reversed(range(L)):
-                if lstm:
-                    cells.lstm_backward(dh_a, dh_b, mask_t, local[k][t], dC[k], dz[k][t])
-                else:
-                    cells.rnn_backward(dh_a, dh_b, mask_t, local[k][t], dz[k][t])
-                dx = linear(dz[k][t], W[k])  # dz W^kᵀ (B, K_k + d)
-                dH[k] = dx[:, K[k] :]  # to the previous step's h^k
-                if k > 0:  # dL/dh^{k-1}_t = dH[k-1] + Drop'(the input part of dx)
-                    dh_a, dh_b, mask_t = dH[k - 1], dx[:, :d], mask[k - 1][t]
-                else:
-                    dR = dx[:, :m]  # to the previous step's reading
-        # Weight gradients: one product per layer over all steps.
-        g_W = [  # X^kᵀ dZ^k
-            linear(X[k][:n].reshape(n * B, K[k] + d).t(), dZ[k].reshape(n * B, W[k].size(1)).t())
-            for k in range(L)
-        ]
-        g_b = [dZ[k].sum((0, 1)) for k in range(1, L)]
-        tops = X[L - 1][1 : updates + 1, :, K[-1] :].reshape(updates * B, d)
-        g_W_head = linear(tops.t(), dHead.reshape(updates * B, 3 + m).t())  # topsᵀ dHead
-        g_b_head = dHead.sum((0, 1))
-        g_h0 = torch.stack(dH)
-        g_c0 = torch.stack(dC) if lstm and ctx.needs_input_grad[5] else None
-        return (None, None, None, dZ[0], g_h0, g_c0, g_W_head, g_b_head, *g_W, *g_b)
+    def backward(self, t: int, g_a: Tensor | None, g_b: Tensor, dhead: Tensor) -> None:
+        if t == self.updates - 1:  # the last stack (height 1) is read only
+            self.dV = g_b.new_zeros(g_b.size(0), 1, self.width)
+        self.dV = self.cells.stack_backward(
+            self.stacks[t], self.p[t], self.v[t], self.dV, g_a, g_b, dhead
+        )
+
+    def extra_grad(self, g_initial: Tensor) -> None:
+        return None  # r_0 = 0 depends on nothing
 
 
 def sup_pass(
@@ -193,9 +58,14 @@ def sup_pass(
     updates: int,
     masks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """`SupPass` with named arguments; weights W¹..W^L, biases b²..b^L (see its docstring).
-    c0 None: the cells are simple RNN cells."""
-    lstm = c0 is not None
-    if c0 is None:
-        c0 = h0.new_zeros(())
-    return SupPass.apply(lstm, updates, masks, projected, h0, c0, W_head, b_head, *weights, *biases)
+    """projected (n, B, G) (layer 1's token part), h0, c0 (L, B, d) (c0 None: RNN cells),
+    W_head (d, 3+m), b_head (3+m,), weights W¹..W^L ((K_k + d, G)), biases b²..b^L
+    -> top states (n, B, d) and readings r_1..r_updates (updates, B, m); see
+    `stack_pass.StackPass`."""
+    check_updates(projected.size(0), updates)
+    cells = cells_for(projected)
+    driver = SupDriver(cells, updates, projected, W_head.size(1) - 3)
+    extra = projected.new_empty(0)
+    return stack_pass(
+        cells, driver, projected, h0, c0, W_head, b_head, extra, weights, biases, updates, masks
+    )

@@ -12,17 +12,18 @@ Sup: softmax actions (push, pop, no-op), pushed σ(W_v h + b_v). Nd: unnormalise
 log-weights W_a h + b_a, log pushed log σ(W_v h + b_v), learned bottom vector.
 
 Speed (the controller cannot be run over the whole sequence, so every op is paid
-per time step): the batched forward of the Sup models is one autograd Function with
-a hand-written backward (`fruit.kernels.sup_pass.SupPass`: oneDNN products and C kernels for the
-pointwise work of each step on the CPU); the Nd models run the controller as
-`recurrent.Cells` (one matmul per layer and step, first layer's token part for all
-steps at once, weight gradients deferred to one matmul per layer) next to the
-dVPDA's own Function. The batched forward tells the stack how many updates follow
-(exact truncation for Sup, preallocated buffers for Nd); so does the Sup models'
-stepped batched forward, taken when `return_actions` is asked for or a head has
-module hooks. `start` / `step` use the cells without deferral and untruncated stacks.
-The fused and the stepped Sup passes agree to rounding (float32 ~1e-6) but draw
-their dropout masks differently, so one seed gives different masks on the two.
+per time step): the batched forward is one autograd Function with a hand-written
+backward, controller and stack together (fruit.kernels.stack_pass: oneDNN products
+and C kernels for the pointwise work of each step on the CPU; the stack's driver is
+`sup_pass` for Sup and `nd_pass`, the dVPDA's step kernels, for Nd). It tells the
+stack how many updates follow (exact truncation for Sup, buffers allocated once for
+Nd). The stepped loop (`recurrent.Cells`, one matmul per layer and step, the first
+layer's token part for all steps at once, weight gradients deferred to one matmul per
+layer, and the stacks' step API) is taken when `return_actions` is asked for or a
+head has module hooks; `start` / `step` use the cells without deferral and
+untruncated stacks. The fused and the stepped passes agree to rounding (float32
+~1e-6) but draw their dropout masks differently, so one seed gives different masks
+on the two.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fruit.kernels.nd_pass import nd_pass
 from fruit.kernels.sup_pass import sup_pass
 from fruit.models.init import xavier
 from fruit.models.recurrent import Cells, RecurrentCore
@@ -141,8 +143,8 @@ class StackRNNLM(nn.Module):
     def forward(self, tokens: torch.Tensor, return_actions: bool = False):
         """tokens (B, n) -> logits (B, n+1, V+1); with return_actions also [(B, n, A)]."""
         B, n = tokens.shape
-        if self.kind == "Sup" and n > 0 and not return_actions and not self._heads_hooked():
-            return self._forward_sup(tokens)
+        if n > 0 and not return_actions and not self._heads_hooked():
+            return self._forward_fused(tokens)
         updates = self._num_updates(n)
         cells = self._cells(defer=True)
         state = self._initial_state(B, cells, length=max(updates, 0))
@@ -186,9 +188,9 @@ class StackRNNLM(nn.Module):
             for module in (self.actions, self.pushed)
         )
 
-    def _forward_sup(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The batched forward of the Sup models as one `SupPass` (same result as the
-        stepped loop in `forward`, a hand-written backward)."""
+    def _forward_fused(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The batched forward as one pass with a hand-written backward (`sup_pass` or
+        `nd_pass`; the same result as the stepped loop in `forward`)."""
         B, n = tokens.shape
         updates = self._num_updates(n)
         cells = self._cells()  # W^k = [W_in | W_hh]ᵀ, biases, the token projection
@@ -202,16 +204,31 @@ class StackRNNLM(nn.Module):
             # (torch.rand >= p) / (1 - p): F.dropout's law from a faster generator (p < 1)
             masks = torch.rand(L - 1, n, B, d, dtype=h0.dtype, device=h0.device).ge_(p)
             masks.mul_(1 / (1 - p))
-        W_head = torch.cat((self.actions.weight, self.pushed.weight)).t()  # (d, 3+m)
+        W_head = torch.cat((self.actions.weight, self.pushed.weight)).t()  # (d, A+m)
         b_head = torch.cat((self.actions.bias, self.pushed.bias))
-        tops, readings = sup_pass(
-            projected, h0, c0, W_head, b_head, cells.W_t, cells.bias[1:], updates, masks
-        )
+        layers = cells.W_t, cells.bias[1:]
+        if self.kind == "Sup":
+            tops, readings = sup_pass(projected, h0, c0, W_head, b_head, *layers, updates, masks)
+            r0 = readings.new_zeros(1, B, self.m)  # the empty stack reads 0
+        else:
+            from fruit.stacks import implementation
+            from fruit.stacks.nondeterministic import COMPUTE_DTYPE
+
+            Q, S = self.num_states, self.num_symbols
+            bottom_log = F.logsigmoid(self.bottom)  # log v_0 (m,)
+            work = bottom_log.detach().to(COMPUTE_DTYPE)
+            buffers = implementation.dvpda_buffers(work, B, updates, Q, S)
+            tops, readings = nd_pass(
+                buffers, projected, h0, c0, W_head, b_head, bottom_log, Q, S, *layers, updates,
+                masks,
+            )  # fmt: skip
+            v0 = torch.cat((bottom_log.exp(), bottom_log.new_zeros((Q * S - 1) * self.m)))
+            r0 = v0.expand(1, B, Q * S * self.m)  # v_0 in the block (q0, ⊥)
         h = torch.cat((h0[-1][None], tops))  # (n+1, B, d): the initial state predicts w_1
         if self.reading_to_output:
-            r = [readings.new_zeros(1, B, self.m), readings]  # r_0 = 0, r_1..r_updates
+            r = [r0, readings]  # r_0, r_1..r_updates
             if updates < n:  # rau_compat's last reading r_n = a_push v_n [D4]
                 actions, pushed = self._stack_inputs(tops[-1])
                 r.append((actions[:, :1] * pushed)[None])
-            h = torch.cat((h, torch.cat(r)), -1)  # (n+1, B, d+m)
+            h = torch.cat((h, torch.cat(r)), -1)  # (n+1, B, d+r)
         return F.linear(self.dropout(h.transpose(0, 1)), self.embedding.weight)

@@ -1,0 +1,189 @@
+"""The fused Nd stack-RNN pass (fruit.kernels.nd_pass) against the same recurrence written with
+plain autograd operations and the paper-notation dVPDA (fruit.stacks.reference), against
+finite differences (gradcheck), on the C kernels and on PyTorch operations; and the Nd
+models' fused training pass against their stepped pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fruit.models.recurrent as recurrent
+from fruit.kernels.nd_pass import nd_pass
+from fruit.models import build_model
+from fruit.stacks import num_actions
+from fruit.stacks import reference as ref
+from fruit.stacks.implementation import dvpda_buffers, dvpda_kernels
+
+F64, F32 = torch.float64, torch.float32
+Q, S, M = 2, 2, 2  # dVPDA states, symbols, pushed-vector size
+
+
+@pytest.fixture(params=["native", "torch"])
+def backend(request, monkeypatch):
+    """Which implementation the dVPDA and the pieces run on: C kernels or PyTorch operations."""
+    monkeypatch.setenv("FRUIT_NATIVE", "1" if request.param == "native" else "0")
+    if request.param == "native" and dvpda_kernels(torch.zeros((), dtype=F64)) is None:
+        pytest.skip("the C kernels are not built here (no C compiler)")
+    return request.param
+
+
+def reference_pass(projected, h0, c0, W_head, b_head, bottom_log, weights, biases, updates, masks):
+    """docs/paper.md §4/§6/§8 step by step with autograd: cat, matmul, the cell, the heads, and
+    the paper-notation dVPDA (in float64)."""
+    n, B, _ = projected.shape
+    L, A = h0.size(0), num_actions(Q, S)
+    lstm = c0 is not None
+    h = list(h0.unbind(0))
+    c = list(c0.unbind(0)) if lstm else None
+    run = ref.DVPDA(bottom_log.double(), B, Q, S)
+    reading = run.reading().to(projected.dtype)  # r_0
+    tops, readings = [], []
+    for t in range(n):
+        below = reading
+        for k in range(L):
+            z = torch.cat((below, h[k]), 1) @ weights[k]
+            z = z + (projected[t] if k == 0 else biases[k - 1])
+            if lstm:
+                i, f, g, o = z.chunk(4, 1)
+                c[k] = torch.sigmoid(f) * c[k] + torch.sigmoid(i) * torch.tanh(g)
+                h[k] = torch.sigmoid(o) * torch.tanh(c[k])
+            else:
+                h[k] = torch.tanh(z)
+            below = h[k] if masks is None or k == L - 1 else h[k] * masks[k, t]
+        tops.append(h[-1])
+        if t < updates:
+            head = (h[-1] @ W_head + b_head).double()
+            reading = run.step(head[:, :A], F.logsigmoid(head[:, A:])).to(projected.dtype)
+            readings.append(reading)
+    empty = projected.new_zeros(0, B, Q * S * M)
+    return torch.stack(tops), torch.stack(readings) if readings else empty
+
+
+def random_inputs(lstm, n=5, B=3, d=4, L=3, dropout=False, seed=0, dtype=F64):
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, scale=0.7):
+        return (scale * torch.randn(*shape, generator=g, dtype=F64)).to(dtype).requires_grad_()
+
+    G, r = (4 * d if lstm else d), Q * S * M
+    masks = None
+    if dropout:  # the multipliers of dropout p = 0.4: 0 or 1 / 0.6
+        masks = ((torch.rand(L - 1, n, B, d, generator=g, dtype=F64) >= 0.4) / 0.6).to(dtype)
+    return dict(
+        projected=rand(n, B, G),
+        h0=rand(L, B, d),
+        c0=rand(L, B, d) if lstm else None,
+        W_head=rand(d, num_actions(Q, S) + M, scale=3.0),
+        b_head=rand(num_actions(Q, S) + M),
+        bottom_log=rand(M),
+        weights=[rand(r + d, G)] + [rand(2 * d, G) for _ in range(L - 1)],
+        biases=[rand(G) for _ in range(L - 1)],
+        masks=masks,
+    )
+
+
+def leaves(inputs):
+    out = [inputs[k] for k in ("projected", "h0", "W_head", "b_head", "bottom_log")]
+    out += [inputs["c0"]] if inputs["c0"] is not None else []
+    return out + inputs["weights"] + inputs["biases"]
+
+
+def fused(updates, **inputs):
+    buffers = dvpda_buffers(inputs["bottom_log"].detach().double(), inputs["h0"].size(1),
+                            updates, Q, S)  # fmt: skip
+    names = ("projected", "h0", "c0", "W_head", "b_head", "bottom_log")
+    args = [inputs[k] for k in names] + [Q, S, inputs["weights"], inputs["biases"], updates]
+    return nd_pass(buffers, *args, inputs["masks"])
+
+
+def outputs_and_grads(fn, inputs, updates, seed=9):
+    tops, readings = fn(updates=updates, **inputs)
+    g = torch.Generator().manual_seed(seed)
+    w_tops = torch.randn(tops.shape, generator=g, dtype=F64).to(tops.dtype)
+    w_readings = torch.randn(readings.shape, generator=g, dtype=F64).to(tops.dtype)
+    loss = (tops * w_tops).sum() + (readings * w_readings).sum()
+    xs = leaves(inputs)
+    grads = torch.autograd.grad(loss, xs, allow_unused=True)  # no update: the heads are unused
+    grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
+    return [tops.detach(), readings.detach(), *grads]
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+@pytest.mark.parametrize("dropout", [False, True], ids=["eval", "dropout"])
+@pytest.mark.parametrize("last_update", [True, False], ids=["updates=n", "updates=n-1"])
+def test_nd_pass_equals_autograd_reference(lstm, dropout, last_update, backend):
+    inputs = random_inputs(lstm, dropout=dropout)
+    n = inputs["projected"].size(0)
+    updates = n if last_update else n - 1
+    got = outputs_and_grads(fused, inputs, updates)
+    want = outputs_and_grads(reference_pass, inputs, updates)
+    assert got[1].shape == (updates, 3, Q * S * M)
+    for a, b in zip(got, want):
+        assert (a - b).abs().max() < 1e-10 * max(1.0, b.abs().max().item())
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+@pytest.mark.parametrize("n, updates", [(1, 0), (1, 1), (6, 5), (6, 6)])
+def test_nd_pass_float32_within_float32_rounding(lstm, n, updates, backend):
+    """float32 controller (oneDNN products, the float kernels), float64 dVPDA, against the
+    float64 reference; n = 1 without any stack update included."""
+    inputs = random_inputs(lstm, n=n, seed=n + updates)
+    single = random_inputs(lstm, n=n, seed=n + updates, dtype=F32)
+    want = outputs_and_grads(reference_pass, inputs, updates)
+    got = outputs_and_grads(fused, single, updates)
+    for a, b in zip(got, want):
+        assert a.dtype == F32 and a.shape == b.shape
+        if b.numel():
+            assert (a.double() - b).abs().max() < 2e-5 * max(1.0, b.abs().max().item())
+
+
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+def test_nd_pass_gradcheck(lstm, backend):
+    inputs = random_inputs(lstm, n=3, B=2, d=2, L=2)
+    keys = [
+        k
+        for k in ("projected", "h0", "c0", "W_head", "b_head", "bottom_log")
+        if inputs[k] is not None
+    ]
+
+    def f(*xs):
+        return fused(3, **{**inputs, **dict(zip(keys, xs))})
+
+    assert torch.autograd.gradcheck(f, [inputs[k] for k in keys])
+
+
+@pytest.mark.parametrize("arch", ["RNN+Nd", "LSTM+Nd+R"])
+def test_fused_nd_pass_equals_stepped_pass_in_training(arch, monkeypatch):
+    """Training mode, float64: the model's fused Nd pass and its stepped pass (taken when a
+    head has a hook) give the same logits and gradients when the stepped pass's inter-layer
+    dropout uses the fused pass's masks (embedding/output dropout replaced by identity)."""
+    import fruit.models.stack_rnn as stack_rnn
+
+    torch.manual_seed(0)
+    options = dict(nd_states=Q, nd_symbols=S, nd_size=M, dropout=0.4)
+    model = build_model(arch, vocab_size=7, d=5, **options).double().train()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.uniform_(-0.8, 0.8)
+    model.dropout = torch.nn.Identity()
+    tokens = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(7))
+    weights = torch.randn(3, 7, 8, generator=torch.Generator().manual_seed(8), dtype=F64)
+    params = [p for p in model.parameters() if p.requires_grad]
+    seen = []
+    monkeypatch.setattr(stack_rnn, "nd_pass", lambda *a: seen.append(a[12]) or nd_pass(*a))
+    fast = model(tokens)
+    fast_grads = torch.autograd.grad((fast * weights).sum(), params)
+    (masks,) = seen
+    assert masks is not None and (masks == 0).any()
+    order = iter([masks[k, t] for t in range(6) for k in range(2)])  # Cells' call order
+    monkeypatch.setattr(recurrent.F, "dropout", lambda x, p, training: x * next(order))
+    model.actions.register_forward_hook(lambda module, args, output: output)  # stepped pass
+    stepped = model(tokens)
+    stepped_grads = torch.autograd.grad((stepped * weights).sum(), params)
+    assert next(order, None) is None  # every mask used once
+    assert (fast - stepped).abs().max() < 1e-12
+    for a, b in zip(fast_grads, stepped_grads):
+        assert (a - b).abs().max() < 1e-10
