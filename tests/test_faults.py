@@ -338,7 +338,7 @@ def records(home: Path) -> dict[str, object]:
             found[name] = json.loads(path.read_text())
         elif path.name == "log.csv":
             found[name] = [row.rsplit(",", 1)[0] for row in path.read_text().splitlines()]
-    for path in sorted((home / "data" / "smoke").glob(f"{QF}/*")):
+    for path in sorted((home / "data").glob(f"{QF}/*")):
         found[f"data/{path.name}"] = path.read_bytes()
     for path in sorted((home / "results" / "tables" / "smoke").glob("*.*")):
         if path.suffix in (".md", ".csv", ".tex"):
@@ -365,8 +365,7 @@ def test_a_sweep_killed_in_each_phase_ends_with_the_uninterrupted_records(tmp_pa
     evidence = {
         # killed inside the staging folder: no task folder yet, a partial one left
         "data": lambda: (
-            not (killed / "data" / "smoke" / QF).exists()
-            and any((killed / "data" / "smoke").glob(f".{QF}.*.partial"))
+            not (killed / "data" / QF).exists() and any((killed / "data").glob(f".{QF}.*.partial"))
         ),
         # a search run stopped after a checkpoint, before its metrics
         "search": lambda: any(
