@@ -11,11 +11,12 @@ Tf, RNN+Nd >= 0.3 of RNN, LSTM+Nd >= 1/4 of LSTM, every Sup model >= 1/1.5 of it
 the bases of the architectures asked for.
 
     .venv/bin/python benchmarks/models.py [--data-dir DIR] [--seconds 10] [--arch Tf --arch Tf+Nd]
-        [--rounds R] [--stepped]
+        [--rounds R] [--stepped] [--clock wall|cpu]
 
 --rounds R interleaves the architectures (R slices of --seconds/R each), so that a ratio
 compares throughputs measured under the same load; --stepped also times each stack RNN's
-stepped pass (the path without the fused pass) as ARCH/stepped.
+stepped pass (the path without the fused pass) as ARCH/stepped; --clock cpu counts the
+process's CPU time instead of wall-clock seconds.
 
 Runs on one CPU thread unless --threads says otherwise. Exits 0 with a message when
 the data file is absent.
@@ -70,7 +71,9 @@ def train_step(model, optimizer, batch: list[list[int]], eos: int) -> float:
 class Meter:
     """One architecture's model, optimiser and batches, timed in one or more slices."""
 
-    def __init__(self, arch, vocab_size, batches, device, warmup, stepped=False):
+    def __init__(
+        self, arch, vocab_size, batches, device, warmup, stepped=False, clock=time.perf_counter
+    ):
         from fruit.models import build_model, num_parameters
 
         torch.manual_seed(0)
@@ -84,19 +87,20 @@ class Meter:
             train_step(self.model, self.optimizer, batch, vocab_size)
         self.order, self.next = batches[warmup:] + batches[:warmup], 0
         self.tokens, self.steps, self.elapsed = 0, 0, 0.0
+        self.clock = clock
 
     def run(self, seconds: float, min_steps: int) -> None:
         """Training steps for at least `seconds` and `min_steps`."""
         self.sync()
-        steps, start = 0, time.perf_counter()
-        while steps < min_steps or time.perf_counter() - start < seconds:
+        steps, start = 0, self.clock()
+        while steps < min_steps or self.clock() - start < seconds:
             batch = self.order[self.next % len(self.order)]
             self.next += 1
             train_step(self.model, self.optimizer, batch, self.vocab_size)
             self.sync()
             self.tokens += sum(len(w) + 1 for w in batch)  # predicted positions, EOS included
             steps += 1
-        self.elapsed += time.perf_counter() - start
+        self.elapsed += self.clock() - start
         self.steps += steps
 
 
@@ -124,6 +128,13 @@ def main(argv=None) -> int:
         action="store_true",
         help="also time each stack RNN's stepped pass (autograd through the step APIs) "
         "as ARCH/stepped, interleaved with its fused pass",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="seconds of the wall clock, or of this process's CPU time (less sensitive to "
+        "other processes on a shared machine)",
     )
     parser.add_argument("--device", default="auto")
     # One thread by default: on a small shared machine, PyTorch's intra-op threads spin
@@ -159,7 +170,10 @@ def main(argv=None) -> int:
     print(
         f"# {path}: {len(strings)} strings, {len(batches)} batches (b*max|w| <= {args.batch_tokens}), V={V}"
     )
-    print(f"# device={device} torch={torch.__version__} threads={torch.get_num_threads()}")
+    print(
+        f"# device={device} torch={torch.__version__} threads={torch.get_num_threads()} "
+        f"clock={args.clock} rounds={args.rounds}"
+    )
     print(f"# load average at start: {load_load()}")
     print(
         f"{'architecture':<12} {'d':>4} {'params':>8} {'steps':>5} {'s/step':>8} {'tokens/s':>10}"
@@ -173,7 +187,10 @@ def main(argv=None) -> int:
         for name in names:
             if name not in meters:
                 arch, _, variant = name.partition("/")
-                meters[name] = Meter(arch, V, batches, device, args.warmup, variant == "stepped")
+                clock = time.process_time if args.clock == "cpu" else time.perf_counter
+                meters[name] = Meter(
+                    arch, V, batches, device, args.warmup, variant == "stepped", clock
+                )
             meters[name].run(args.seconds / max(args.rounds, 1), args.min_steps)
     speed = {}
     for name, meter in meters.items():

@@ -796,6 +796,101 @@ int nd_backward_step(const nd_buffers *buf, const nd_adjoint *adj, idx t, int co
     return 0;
 }
 
+/* ---- one update of every example straight from a stack RNN's heads --------------------
+ *
+ * The fused Nd pass (fruit.kernels.nd_pass) calls these instead of nd_forward_step /
+ * nd_backward_step, so that a time step makes one C call each way instead of a dozen
+ * small PyTorch operations around it. head: B rows (row stride ld_head) of the heads'
+ * outputs in the controller's precision HEAD: A action logits, then u, the pushed
+ * vector's pre-activation (v = sigma(u), pushed_log = log sigma(u)). The forward
+ * prepares this update's inputs as exp_shifted does (weights = exp(logits - shift),
+ * vector = exp(pushed_log - vector_shift), shifts the row maxima), into the arrays of
+ * `in`, which the backward reads again; the logits must be finite (a linear layer's). */
+
+static inline real log_sigmoid(real u) { return (u < 0 ? u : 0) - log1p(exp(-fabs(u))); }
+
+static inline real sigmoid_of_minus(real u) /* sigma(-u), without overflow */
+{
+    const real e = exp(-fabs(u));
+    return u >= 0 ? e / (1 + e) : 1 / (1 + e);
+}
+
+#define HEAD_STEPS(HEAD, SUFFIX)                                                              \
+    int nd_head_forward_step_##SUFFIX(const nd_buffers *buf, idx t, int write_column,        \
+                                      const HEAD *head, idx ld_head, const nd_inputs *in,     \
+                                      HEAD *reading, idx ld_reading)                          \
+    {                                                                                         \
+        Context cx;                                                                           \
+        if (prepare(&cx, buf->Q, buf->S, buf->m, buf->n)) return -1;                         \
+        const idx size = cx.d.block_start[cx.d.NB], Xm = cx.d.X * buf->m, A = cx.d.A;       \
+        const idx m = buf->m;                                                                 \
+        real *r = malloc((size_t)Xm * sizeof(real));                                          \
+        if (!r) {                                                                             \
+            release(&cx);                                                                     \
+            return -1;                                                                        \
+        }                                                                                     \
+        for (idx b = 0; b < buf->B; b++) {                                                    \
+            const HEAD *h = head + b * ld_head;                                               \
+            real *w = (real *)in->weights + b * A, *v = (real *)in->vector + b * m;           \
+            real shift = h[0], vshift;                                                        \
+            for (idx a = 1; a < A; a++) shift = maxr(shift, (real)h[a]);                      \
+            for (idx a = 0; a < A; a++) w[a] = exp((real)h[a] - shift);                       \
+            for (idx c = 0; c < m; c++) v[c] = log_sigmoid((real)h[A + c]);                   \
+            vshift = v[0];                                                                    \
+            for (idx c = 1; c < m; c++) vshift = maxr(vshift, v[c]);                          \
+            for (idx c = 0; c < m; c++) v[c] = exp(v[c] - vshift);                            \
+            ((real *)in->shift)[b] = shift, ((real *)in->vector_shift)[b] = vshift;           \
+            State st = state_of(buf, b, size);                                                \
+            Inputs x = inputs_of(in, A, m, b, 0);                                             \
+            forward_one(&cx.d, &st, t, write_column, &x, r, &cx.sc);                          \
+            for (idx l = 0; l < Xm; l++) reading[b * ld_reading + l] = (HEAD)r[l];            \
+        }                                                                                     \
+        free(r);                                                                              \
+        release(&cx);                                                                         \
+        return 0;                                                                             \
+    }                                                                                         \
+                                                                                              \
+    /* dL/dreading = g_a (NULL: none) + g_b -> dhead (B rows of A + m): dL/dlogits, and      \
+     * dL/du = dL/dpushed_log sigma(-u). */                                                   \
+    int nd_head_backward_step_##SUFFIX(const nd_buffers *buf, const nd_adjoint *adj, idx t,  \
+                                       int column_adjoint, const nd_inputs *in,               \
+                                       const HEAD *head, idx ld_head, const HEAD *g_a,        \
+                                       idx ld_a, const HEAD *g_b, idx ld_b, HEAD *dhead,      \
+                                       idx ld_dhead)                                          \
+    {                                                                                         \
+        Context cx;                                                                           \
+        if (prepare(&cx, buf->Q, buf->S, buf->m, buf->n)) return -1;                         \
+        const idx X = cx.d.X, m = buf->m, A = cx.d.A, E = buf->n + 1, Xm = X * m;           \
+        const idx size = cx.d.block_start[cx.d.NB], hr = cx.d.hr_start[buf->n + 1];         \
+        real *g = malloc((size_t)(Xm + A + m) * sizeof(real)), *g_logits = g + Xm;           \
+        if (!g) {                                                                             \
+            release(&cx);                                                                     \
+            return -1;                                                                        \
+        }                                                                                     \
+        real *g_pushed = g_logits + A;                                                        \
+        for (idx b = 0; b < buf->B; b++) {                                                    \
+            for (idx l = 0; l < Xm; l++)                                                      \
+                g[l] = (real)g_b[b * ld_b + l] + (g_a ? (real)g_a[b * ld_a + l] : 0);         \
+            State st = state_of(buf, b, size);                                                \
+            Adjoint ga = {adj->g_alpha + b * E * X, adj->g_eta + b * E * Xm,                   \
+                          adj->GU + b * size, adj->HR + b * hr};                              \
+            Inputs x = inputs_of(in, A, m, b, 0);                                             \
+            backward_one(&cx.d, &st, &ga, t, adj->top, column_adjoint, &x, g, g_logits,       \
+                         g_pushed, &cx.sc);                                                   \
+            HEAD *dh = dhead + b * ld_dhead;                                                  \
+            const HEAD *u = head + b * ld_head + A;                                           \
+            for (idx a = 0; a < A; a++) dh[a] = (HEAD)g_logits[a];                            \
+            for (idx c = 0; c < m; c++)                                                       \
+                dh[A + c] = (HEAD)(g_pushed[c] * sigmoid_of_minus((real)u[c]));               \
+        }                                                                                     \
+        free(g);                                                                              \
+        release(&cx);                                                                         \
+        return 0;                                                                             \
+    }
+
+HEAD_STEPS(float, f32)
+HEAD_STEPS(double, f64)
+
 /* Updates 1..n of every example, one example at a time (its table stays in the cache);
  * column t is written for t < n. readings (B, n, X m). */
 int nd_forward_sequence(const nd_buffers *buf, idx n, const nd_inputs *in, real *readings)

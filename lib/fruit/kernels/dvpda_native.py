@@ -76,6 +76,14 @@ def _signatures():
         ("nd_forward_sequence", (B, i, X, p), c),
         ("nd_backward_sequence", (B, i, X, p, p, p, p), c),
         ("nd_copy_columns", (i, i, i, p, i, p, i, i), c),
+        *(
+            (f"nd_head_forward_step_{suffix}", (B, i, c, p, i, X, p, i), c)
+            for suffix in ("f32", "f64")
+        ),
+        *(
+            (f"nd_head_backward_step_{suffix}", (B, A, i, c, X, p, i, p, i, p, i, p, i), c)
+            for suffix in ("f32", "f64")
+        ),
     )
 
 
@@ -262,3 +270,50 @@ class NativeScan(torch.autograd.Function):
         )  # fmt: skip
         g_bottom = (g_eta0 * torch.exp(bottom_log - buffers.chi[0, 0])).sum(0)
         return g_logits, g_pushed, g_bottom, None, None, None
+
+
+class HeadSteps:
+    """The updates of a fused Nd pass (`nd_pass`) on the C kernels, straight from the
+    heads' outputs: head (B, A + m) = [action logits; u] with pushed_log = log sigma(u), in
+    float32 or float64 (dvpda.c's nd_head_* functions). Keeps the prepared inputs of every
+    update, weights (updates, B, A), vector (updates, B, m) and their shifts, for the
+    backward."""
+
+    SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+
+    def __init__(self, buffers: NativeBuffers, updates: int, dtype: torch.dtype):
+        lib, B, m = buffers.lib, buffers.alpha.size(0), buffers.m
+        A = buffers.alpha.size(2) * (2 * buffers.alpha.size(2) + buffers.Q)
+        work = buffers.alpha.dtype
+        self.buffers = buffers
+        self.prepared = [
+            torch.empty(updates, B, A, dtype=work),  # weights
+            torch.empty(updates, B, m, dtype=work),  # vector
+            torch.empty(updates, B, dtype=work),  # shift
+            torch.empty(updates, B, dtype=work),  # vector_shift
+        ]
+        self.inputs = [_Inputs(1, *(_p(x[t]) for x in self.prepared)) for t in range(updates)]
+        self.forward_step = getattr(lib, f"nd_head_forward_step_{self.SUFFIX[dtype]}")
+        self.backward_step = getattr(lib, f"nd_head_backward_step_{self.SUFFIX[dtype]}")
+
+    def forward(self, t: int, head: Tensor, reading: Tensor, write_column: bool) -> None:
+        """Update t+1 (t counts from 0) from head (B, A + m): writes reading (B, X m)."""
+        _check(
+            self.forward_step(
+                ctypes.byref(self.buffers.struct()), t + 1, int(write_column), _p(head),
+                head.stride(0), ctypes.byref(self.inputs[t]), _p(reading), reading.stride(0),
+            )
+        )  # fmt: skip
+
+    def backward(self, adjoint: NativeAdjoint, t: int, column_written: bool, head: Tensor,
+                 g_a: Tensor | None, g_b: Tensor, dhead: Tensor) -> None:  # fmt: skip
+        """The adjoint of update t+1 given dL/dreading = g_a (or None) + g_b (B, X m):
+        writes dhead (B, A + m) = dL/d[logits; u]."""
+        _check(
+            self.backward_step(
+                ctypes.byref(self.buffers.struct()), ctypes.byref(adjoint._struct), t + 1,
+                int(column_written and t + 1 < adjoint.top), ctypes.byref(self.inputs[t]),
+                _p(head), head.stride(0), _p(g_a), 0 if g_a is None else g_a.stride(0),
+                _p(g_b), g_b.stride(0), _p(dhead), dhead.stride(0),
+            )
+        )  # fmt: skip

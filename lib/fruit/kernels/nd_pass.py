@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fruit.kernels.dvpda_native import HeadSteps, NativeBuffers
 from fruit.kernels.stack_pass import check_updates, stack_pass
 from fruit.kernels.sup_cells import cells_for
 
@@ -36,6 +37,8 @@ class NdDriver:
         self.m, self.width = m, num_states * num_symbols * m
         self.inputs = []  # per update: logits (B, A), pushed_log (B, m) in the compute dtype
         self.pushed_u = []  # per update: u (B, m), the pushed vector's pre-activation
+        self.heads = []  # per update: the heads' outputs (B, A + m), on the C kernels
+        self.native = None  # HeadSteps on the C kernels (made at the first update)
         self.adjoint = None
 
     def initial(self, reading: Tensor) -> None:
@@ -43,17 +46,27 @@ class NdDriver:
         reading[:, : self.m] = self.bottom_log.exp()  # r_0: v_0 in the block (q0, ⊥)
 
     def forward(self, t: int, head: Tensor, reading: Tensor) -> None:
+        write = t + 1 < self.updates  # column t+1 is read by a later update
+        if isinstance(self.buffers, NativeBuffers):  # one C call from the heads
+            if self.native is None:
+                self.native = HeadSteps(self.buffers, self.updates, head.dtype)
+            self.heads.append(head)
+            self.native.forward(t, head, reading, write)
+            return
         work = self.bottom_log.dtype
         u = head[:, self.A :]  # (B, m)
         logits, pushed_log = head[:, : self.A].to(work), F.logsigmoid(u).to(work)
         self.inputs.append((logits, pushed_log))
         self.pushed_u.append(u)
-        write = t + 1 < self.updates  # column t+1 is read by a later update
         reading.copy_(self.buffers.step(t + 1, logits, pushed_log, write, True))
 
     def backward(self, t: int, g_a: Tensor | None, g_b: Tensor, dhead: Tensor) -> None:
         if t == self.updates - 1:  # a backward pass starts at the last update
             self.adjoint = self.buffers.adjoint(n=self.updates)
+        if self.native is not None:
+            write = t + 1 < self.updates
+            self.native.backward(self.adjoint, t, write, self.heads[t], g_a, g_b, dhead)
+            return
         g = g_b if g_a is None else g_a + g_b  # dL/dr_{t+1} (B, Q*S*m)
         logits, pushed_log = self.inputs[t]
         g_logits, g_pushed_log = self.adjoint.step(
