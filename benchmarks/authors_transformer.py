@@ -13,9 +13,12 @@ Batches are the question-formation strings of benchmarks/models.py (source + tar
 b * max|w| <= 2048 tokens). One step of ours is ``fruit.training.objective.update``
 (mean over strings of -log p(w EOS), backward, clipping at 10, Adam); one step of
 theirs is rau's own ``run_parameter_update`` (its batch preparation, loss, clipping at
-10 and its Adam). The two models take turns on the same batch (ours, theirs, ours,
-...) in one process, so that load from other processes falls on both alike; the ratio
-of their times is what to read, the absolute numbers move with the load.
+10 and its Adam). The two models take turns on the same batch (ours, theirs, theirs,
+ours, ...) in one process, so that load from other processes falls on both alike; the
+ratio of their times is what to read, the absolute numbers move with the load. Two
+ratios are given: of the total times, and the median over batches of the per-batch
+ratio; the target line (ours >= 1.25x theirs) uses the median, which a burst of load
+during a few steps of one model does not move.
 
 rau is never a dependency of this project: install it, with this project, into an
 environment of its own, e.g.
@@ -310,9 +313,12 @@ def main(argv=None) -> int:
     times = interleave([ours, authors], batches, args.seconds, args.min_rounds, args.warmup)
     print(f"# load average at end: {bench.load_load()}")
     print("\n".join(report(times)))
-    speed = speeds(times, "authors")["ours"][3]
-    verdict = "met" if speed >= TARGET else "NOT met"
-    print(f"# target Tf >= {TARGET}x authors' Tf: {speed:.3f} {verdict}")
+    _, _, _, total, median = speeds(times, "authors")["ours"]
+    verdict = "met" if median >= TARGET else "NOT met"
+    print(
+        f"# target Tf >= {TARGET}x authors' Tf: {median:.3f} (median over batches;"
+        f" total time {total:.3f}) {verdict}"
+    )
     if args.profile:
         profile([ours, authors], batches, args.profile, rows=25)
     return 0
