@@ -19,7 +19,7 @@ import weakref
 import torch
 from torch import Tensor
 
-KEEP_BYTES = 512 * 2**20  # at most this much free memory is kept for reuse
+KEEP_BYTES = 128 * 2**20  # at most this much free memory is kept for reuse
 
 
 class Pool:
