@@ -198,3 +198,22 @@ def test_notebook_in_a_kernel_redraws_when_the_sentence_box_changes(tmp_path):
         assert f"source: {LONG} quest" in plain_text(widget_outputs(client, run_cell))
     # the notebook as saved: each section also reads as text (what it showed when run)
     assert best_table(runs[0], SHORT) in best_cell.outputs[-1]["data"]["text/plain"]
+
+
+def test_a_relative_data_dir_counts_from_the_repository_root(runs, monkeypatch):
+    """`fruit train --data-dir data/smoke` records a relative data_dir; the notebook runs in
+    notebooks/, so the explorer takes it from the root it is given."""
+    import dataclasses
+
+    from fruit.errors import FruitError
+
+    home = runs[0].parents[5]
+    config = json.loads((runs[0] / "config.json").read_text())
+    config["data_dir"] = str(Path(config["data_dir"]).relative_to(home))
+    (runs[0] / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(home / "results")  # anywhere but the root
+    with pytest.raises(FruitError, match="train.tsv is missing"):
+        Explorer([runs[0]], runs[0], SHORT, SETTINGS, interactive=False)
+    settings = dataclasses.replace(SETTINGS, root=home)
+    view = Explorer([runs[0]], runs[0], "", settings, interactive=False)
+    assert view.shown.source == [*SHORT.split(), "quest"]  # its first gen sentence, found

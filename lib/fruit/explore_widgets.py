@@ -17,6 +17,7 @@ ordinary outputs.
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ class Settings:
     max_tokens: int = 50
     device: str = "auto"
     data_dir: Path | None = None  # None: the data_dir of the run's config.json
+    root: Path | None = None  # a relative data_dir in config.json is taken from here
 
 
 @dataclass
@@ -97,10 +99,22 @@ def describe(shown: Shown) -> str:
     ]
     if run.metrics:
         m = run.metrics
-        lines.append(f"status: {m['status']} | full: {m['full']} | partial: {m['partial']}")
+        lines.append(
+            f"status: {m['status']} | full accuracy: {_scores(m.get('full'))} | "
+            f"partial accuracy: {_scores(m.get('partial'))}"
+        )
     lines.append("source: " + " ".join(shown.source))
     lines.append(f"in the task's grammar: {run.task.accepts(shown.source[:-1])}")
     return "\n".join(lines)
+
+
+def _scores(scores: dict | None) -> str:
+    """{"test": 0.91, "hierarchical": 0.42, ...} as "test 0.91, hierarchical 0.42, ..."."""
+    if not isinstance(scores, dict):
+        return str(scores)
+    return ", ".join(
+        f"{k.replace('_', ' ')} {v:.3g}" for k, v in scores.items() if isinstance(v, (int, float))
+    )
 
 
 def section_objects(shown: Shown, name: str) -> list:
@@ -155,7 +169,7 @@ class Explorer:
             self.runs.insert(0, Path(run_dir))
         self._loaded: dict[Path, explore.LoadedRun] = {}
         run = self.load(Path(run_dir))
-        sentence = sentence or gen_sentence(run, self.settings.data_dir)
+        sentence = sentence or gen_sentence(run, self.data_dir(run.path))
         self.shown = compute(run, sentence, self.settings)
         self.sections: dict[str, object] = {}  # name -> Output widget (interactive only)
         self._switching = False
@@ -168,9 +182,18 @@ class Explorer:
     def load(self, run_dir: Path) -> explore.LoadedRun:
         if run_dir not in self._loaded:
             self._loaded[run_dir] = explore.load_run(
-                run_dir, device=self.settings.device, data_dir=self.settings.data_dir
+                run_dir, device=self.settings.device, data_dir=self.data_dir(run_dir)
             )
         return self._loaded[run_dir]
+
+    def data_dir(self, run_dir: Path) -> Path | None:
+        """The run's data folder: the one given, else its config.json's, where a relative
+        one (`fruit train --data-dir data/smoke` records it so) counts from ``root``."""
+        if self.settings.data_dir is not None or self.settings.root is None:
+            return self.settings.data_dir
+        config = json.loads((Path(run_dir) / "config.json").read_text(encoding="utf-8"))
+        recorded = Path(config.get("data_dir") or ".")
+        return None if recorded.is_absolute() else self.settings.root / recorded
 
     def show(self, run_dir: Path, sentence: str) -> None:
         """Recompute for (run, sentence) and redraw; a bad sentence leaves the sections as
@@ -259,7 +282,7 @@ class Explorer:
             try:
                 run.source(sentence, self.settings.marker)
             except FruitError:
-                sentence = gen_sentence(run, self.settings.data_dir)
+                sentence = gen_sentence(run, self.data_dir(run.path))
         except FruitError as e:
             self._status(str(e), error=True)
             return
