@@ -175,19 +175,19 @@ def test_run_options_are_checked_once_before_the_sweep(tmp_path):
                     figures=str(tmp_path / "f"))  # fmt: skip
         return SimpleNamespace(**{**base, **kw})
 
-    check_run_options(options(), None)
+    check_run_options(options())
     with pytest.raises(FruitError, match="unknown device 'gpu'; valid choices: auto, cpu, cuda"):
-        check_run_options(options(device="gpu"), None)
+        check_run_options(options(device="gpu"))
     if not torch.cuda.is_available():
         with pytest.raises(FruitError, match="CUDA is not available on this machine"):
-            check_run_options(options(device="cuda"), None)
+            check_run_options(options(device="cuda"))
         # runs on a scheduler's workers: only the spelling is checked here
-        check_run_options(options(device="cuda", scheduler="tcp://x:1"), None)
+        check_run_options(options(device="cuda", scheduler="tcp://x:1"))
     with pytest.raises(FruitError, match="--workers must be an integer from 1 to"):
-        check_run_options(options(workers=10**5), None)
+        check_run_options(options(workers=10**5))
     (tmp_path / "file").write_text("x")
     with pytest.raises(FruitError, match="is not a folder"):
-        check_run_options(options(results=str(tmp_path / "file" / "results")), None)
+        check_run_options(options(results=str(tmp_path / "file" / "results")))
 
 
 # ---------------------------------------------------------------- a sweep killed in each phase

@@ -1,7 +1,7 @@
 """``fruit run``'s checks before any cluster starts (docs/architecture.md §4): the device,
 the worker counts' upper bounds, and folders the sweep must write.
 
-One call, ``check_run_options(args, profile)``, after the profile is loaded: a bad value
+One call, ``check_run_options(args)``, before the cluster starts: a bad value
 is a one-line FruitError naming it and the valid choices, instead of every run failing
 (and being retried) on the workers with the same error.
 """
@@ -20,7 +20,7 @@ from fruit.io import disk_full
 WORKERS_PER_CORE = 4
 
 
-def check_run_options(args, profile) -> None:
+def check_run_options(args) -> None:
     """The options of ``fruit run`` that the command line cannot check by itself.
 
     * ``--device``: spelled right always; present on this machine when the runs execute
