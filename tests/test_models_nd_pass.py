@@ -101,8 +101,8 @@ def fused(updates, **inputs):
 def outputs_and_grads(fn, inputs, updates, seed=9):
     tops, readings = fn(updates=updates, **inputs)
     g = torch.Generator().manual_seed(seed)
-    w_tops = torch.randn(tops.shape, generator=g, dtype=F64).to(tops.dtype)
-    w_readings = torch.randn(readings.shape, generator=g, dtype=F64).to(tops.dtype)
+    w_tops = torch.randn(tops.shape, generator=g, dtype=F64).to(tops)
+    w_readings = torch.randn(readings.shape, generator=g, dtype=F64).to(tops)
     loss = (tops * w_tops).sum() + (readings * w_readings).sum()
     xs = leaves(inputs)
     grads = torch.autograd.grad(loss, xs, allow_unused=True)  # no update: the heads are unused
@@ -187,3 +187,22 @@ def test_fused_nd_pass_equals_stepped_pass_in_training(arch, monkeypatch):
     assert (fast - stepped).abs().max() < 1e-12
     for a, b in zip(fast_grads, stepped_grads):
         assert (a - b).abs().max() < 1e-10
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lstm", [False, True], ids=["RNN", "LSTM"])
+def test_nd_pass_cuda_matches_cpu(lstm):
+    """On CUDA the pass runs the dVPDA's PyTorch operations (dvpda_scan.Buffers)."""
+    inputs = random_inputs(lstm, dropout=True)
+
+    def moved(x):
+        return x.detach().cuda().requires_grad_(x.requires_grad)
+
+    on_gpu = {
+        k: None if v is None else [moved(x) for x in v] if isinstance(v, list) else moved(v)
+        for k, v in inputs.items()
+    }
+    cpu = outputs_and_grads(fused, inputs, 5)
+    gpu = outputs_and_grads(fused, on_gpu, 5)
+    for a, b in zip(gpu, cpu):
+        assert (a.cpu() - b).abs().max() < 1e-10 * max(1.0, b.abs().max().item())
