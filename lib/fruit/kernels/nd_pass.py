@@ -6,9 +6,11 @@ update t gives r_t; r_0 is v_0 = exp(bottom_log) in the block (q0, ⊥).
 The dVPDA runs in its compute dtype (float64 by default) on the buffers of the step
 API (`dvpda_native.NativeBuffers`, C kernels, or `dvpda_scan.Buffers`, PyTorch
 operations; the caller chooses), one update of every example per call, and its
-backward is the same adjoint, one update per call from the last down: the same
-numbers as `fruit.stacks.DVPDAStack` stepped under autograd, without the autograd
-graph of the controller around it.
+backward is the same adjoint, one update per call from the last down: the numbers of
+`fruit.stacks.DVPDAStack` stepped under autograd (to float32 rounding where the
+controller is float32), without the autograd graph of the controller around it. On
+the C kernels a time step is one call each way straight from the heads' outputs
+(`dvpda_native.HeadSteps`: the update's inputs, log σ(u) and σ(-u) computed in C).
 """
 
 from __future__ import annotations
