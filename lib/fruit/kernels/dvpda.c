@@ -759,6 +759,13 @@ static Inputs inputs_of(const nd_inputs *in, idx A, idx m, idx b, idx t)
     };
 }
 
+/* The step API visits the examples in alternating directions (serpentine: reversed for
+ * odd t), and the adjoint of an update in the direction opposite to the update's, so
+ * that each call starts with the examples whose tables the previous call touched last
+ * (still in the cache when a batch's tables are larger than it). Examples are
+ * independent: the order changes no number. */
+static inline idx example(idx i, idx B, int reversed) { return reversed ? B - 1 - i : i; }
+
 /* Update t (1 <= t <= n) of every example: readings (B, X m). */
 int nd_forward_step(const nd_buffers *buf, idx t, int write_column, const nd_inputs *in,
                     real *reading)
@@ -766,7 +773,8 @@ int nd_forward_step(const nd_buffers *buf, idx t, int write_column, const nd_inp
     Context cx;
     if (prepare(&cx, buf->Q, buf->S, buf->m, buf->n)) return -1;
     const idx size = cx.d.block_start[cx.d.NB], Xm = cx.d.X * buf->m;
-    for (idx b = 0; b < buf->B; b++) {
+    for (idx i = 0; i < buf->B; i++) {
+        const idx b = example(i, buf->B, t % 2);
         State st = state_of(buf, b, size);
         Inputs x = inputs_of(in, cx.d.A, buf->m, b, 0);
         forward_one(&cx.d, &st, t, write_column, &x, reading + b * Xm, &cx.sc);
@@ -783,7 +791,8 @@ int nd_backward_step(const nd_buffers *buf, const nd_adjoint *adj, idx t, int co
     if (prepare(&cx, buf->Q, buf->S, buf->m, buf->n)) return -1;
     const idx X = cx.d.X, m = buf->m, E = buf->n + 1;
     const idx size = cx.d.block_start[cx.d.NB], hr = cx.d.hr_start[buf->n + 1];
-    for (idx b = 0; b < buf->B; b++) {
+    for (idx i = 0; i < buf->B; i++) {
+        const idx b = example(i, buf->B, 1 - t % 2);
         State st = state_of(buf, b, size);
         Adjoint g = {adj->g_alpha + b * E * X, adj->g_eta + b * E * X * m, adj->GU + b * size,
                      adj->HR + b * hr};
@@ -829,7 +838,7 @@ static inline real sigmoid_of_minus(real u) /* sigma(-u), without overflow */
             release(&cx);                                                                     \
             return -1;                                                                        \
         }                                                                                     \
-        for (idx b = 0; b < buf->B; b++) {                                                    \
+        for (idx i = 0; i < buf->B; i++) { const idx b = example(i, buf->B, t % 2);           \
             const HEAD *h = head + b * ld_head;                                               \
             real *w = (real *)in->weights + b * A, *v = (real *)in->vector + b * m;           \
             real shift = h[0], vshift;                                                        \
@@ -868,7 +877,7 @@ static inline real sigmoid_of_minus(real u) /* sigma(-u), without overflow */
             return -1;                                                                        \
         }                                                                                     \
         real *g_pushed = g_logits + A;                                                        \
-        for (idx b = 0; b < buf->B; b++) {                                                    \
+        for (idx i = 0; i < buf->B; i++) { const idx b = example(i, buf->B, 1 - t % 2);       \
             for (idx l = 0; l < Xm; l++)                                                      \
                 g[l] = (real)g_b[b * ld_b + l] + (g_a ? (real)g_a[b * ld_a + l] : 0);         \
             State st = state_of(buf, b, size);                                                \
