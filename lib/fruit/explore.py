@@ -177,12 +177,17 @@ def target_probability(run: LoadedRun, source: list[str], target: list[str]) -> 
     return math.exp(float(full[0]))
 
 
-def decoded(run: LoadedRun, source: list[str], samples: int = 5, seed: int = 123) -> list[dict]:
-    """Greedy and sampled outputs next to the hierarchical and linear targets, with p(y | x):
-    ``fruit.evaluation.decoded_examples`` for one source, rows {"kind", "output", "probability"}."""
+def decoded(
+    run: LoadedRun, source: list[str], samples: int = 5, seed: int = 123, max_tokens: int = 50
+) -> list[dict]:
+    """Greedy and sampled outputs (at most ``max_tokens`` each) next to the hierarchical and
+    linear targets, with p(y | x): ``fruit.evaluation.decoded_examples`` for one source, rows
+    {"kind", "output", "probability"}."""
     from fruit.evaluation import decoded_examples
 
-    rows = decoded_examples(run.model, run.task, run.vocab, [source], samples=samples, seed=seed)
+    rows = decoded_examples(
+        run.model, run.task, run.vocab, [source], samples=samples, max_tokens=max_tokens, seed=seed
+    )
     return [{k: row[k] for k in ("kind", "output", "probability")} for row in rows]
 
 

@@ -82,7 +82,9 @@ def compute(run: explore.LoadedRun, sentence: str, settings: Settings) -> Shown:
     first = pd.DataFrame(
         explore.first_words(run, source, k=settings.k), columns=["first word", "p(y_1 | x)"]
     )
-    decoded = pd.DataFrame(explore.decoded(run, source, samples=settings.samples))
+    decoded = pd.DataFrame(
+        explore.decoded(run, source, samples=settings.samples, max_tokens=settings.max_tokens)
+    )
     greedy = decoded.loc[decoded.kind == "greedy", "output"].iloc[0].split()
     actions = explore.stack_actions(run, source + greedy)
     c = run.config
