@@ -5,6 +5,11 @@
 #   make test-slow   -- the slow tests only
 #   make test-gpu    -- the CUDA tests only (needs a GPU and a CUDA build, see TORCH)
 #   make lint        -- ruff and lint-imports (the import direction, pyproject.toml)
+#   make lab         -- JupyterLab on notebooks/ (127.0.0.1; open the printed URL), with the
+#                       kernel "Python (fruit)"; LAB_PORT=8888, KERNEL_INSTALL=--user to see
+#                       the kernel from another Jupyter too
+#   make test-browser -- the explore notebook in JupyterLab in headless Chromium (needs
+#                       apt-get install chromium chromium-driver); screenshot in build/browser/
 # TORCH picks the PyTorch build (default: torch==2.13.0). For another build, e.g. CUDA:
 #   make clean-venv && make TORCH="torch --index-url https://download.pytorch.org/whl/cu124" test
 
@@ -13,8 +18,10 @@ VENV    ?= .venv
 TORCH   ?= torch==2.13.0
 PROFILE ?= quick
 BIN      = $(VENV)/bin
+LAB_PORT ?= 8888
+KERNEL_INSTALL ?= --sys-prefix
 
-.PHONY: venv reproduce test test-slow test-gpu test-all lint format bench clean-venv
+.PHONY: venv reproduce test test-slow test-gpu test-all lint format bench clean-venv lab test-browser
 
 $(BIN)/fruit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +60,25 @@ format: venv
 bench: venv
 	$(BIN)/python benchmarks/stacks.py
 	$(BIN)/python benchmarks/models.py
+
+# JupyterLab and ipywidgets in the same environment, and a named kernel for it
+$(VENV)/.lab: $(BIN)/fruit pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"
+	$(BIN)/python -m ipykernel install $(KERNEL_INSTALL) --name fruit --display-name "Python (fruit)" >/dev/null
+	touch $@
+
+# as root (e.g. in a container) JupyterLab wants --allow-root
+lab: $(VENV)/.lab
+	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) \
+		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+$(VENV)/.browser: $(VENV)/.lab
+	$(BIN)/python -m pip install --quiet -e ".[dev,lab,browser]"
+	touch $@
+
+test-browser: $(VENV)/.browser
+	FRUIT_BROWSER_ARTIFACTS=build/browser $(BIN)/python -m pytest -q -m slow -s tests/test_browser.py
 
 clean-venv:
 	rm -rf $(VENV)
