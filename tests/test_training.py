@@ -690,3 +690,21 @@ def test_provenance_names_the_commit_and_sees_a_dirty_tree(tmp_path):
     record = provenance("cpu")
     assert set(record) == {"git", "versions", "cpu", "gpu", "host"} and record["gpu"] is None
     assert record["versions"]["torch"] and record["versions"]["dask"]
+
+
+def test_text_progress_bar_off_a_terminal_redraws_rarely(monkeypatch):
+    # Under papermill a text bar's every redraw becomes one notebook output that papermill
+    # saves and validates with the whole notebook (4,000+ per quick run, seen): off a
+    # terminal the bar redraws every 30 s; on one, as often as tqdm likes.
+    from fruit.training import loop
+
+    monkeypatch.setattr(loop, "_is_widget", lambda cls: False)
+    monkeypatch.setattr(loop, "_on_terminal", lambda: False)
+    bar = loop._progress_bar(True, 10)
+    assert bar.mininterval == loop.TEXT_BAR_SECONDS >= 30
+    bar.close()
+    monkeypatch.setattr(loop, "_on_terminal", lambda: True)
+    bar = loop._progress_bar(True, 10)
+    assert bar.mininterval < 1
+    bar.close()
+    assert loop._progress_bar(False, 10) is None

@@ -383,9 +383,30 @@ def _progress_bar(progress, total: int):
             from tqdm.auto import tqdm
         except ImportError:
             from tqdm import tqdm
-
-        return tqdm(total=total, unit="ex", desc="training")
+        # A text bar that is not on a terminal (a papermill kernel's stderr, a log file)
+        # becomes one output per redraw: thousands per run, each saved and validated
+        # with the notebook by papermill. There it redraws every TEXT_BAR_SECONDS.
+        interval = 0.1 if _is_widget(tqdm) or _on_terminal() else TEXT_BAR_SECONDS
+        return tqdm(total=total, unit="ex", desc="training", mininterval=interval)
     return progress
+
+
+TEXT_BAR_SECONDS = 30.0
+
+
+def _is_widget(bar_class) -> bool:
+    try:
+        from tqdm.notebook import tqdm_notebook
+    except ImportError:
+        return False
+    return issubclass(bar_class, tqdm_notebook)
+
+
+def _on_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def train_run(
