@@ -60,10 +60,10 @@ def _few_threads():
 
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels_in_a_temporary_folder(tmp_path_factory):
-    """The C kernels of the Sup pass (fruit.models.native) are built for this session in
-    a temporary folder, not in the user's ~/.cache/fruit."""
-    from fruit.models import native, sup_cells
+    """The C kernels (fruit.kernels.build) are built for this session in a temporary
+    folder, not in the user's ~/.cache/fruit."""
+    from fruit.kernels import build, sup_cells
 
     os.environ.setdefault("FRUIT_CACHE_DIR", str(tmp_path_factory.mktemp("fruit-cache")))
-    native.library.cache_clear()
+    build.library.cache_clear()
     sup_cells._native_cells.cache_clear()
