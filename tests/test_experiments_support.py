@@ -4,7 +4,8 @@ The fake notebook honours the run-folder contract (docs/contracts.md §5) withou
 training: it "trains" for ``steps`` steps of ``step_seconds`` each, writes a
 checkpoint after every step, resumes from it (printing that it did), and writes a
 metrics.json whose validation cross-entropy is a known function of (lr, B, seed). It
-fails on purpose for the runs listed in ``fail`` (``{name: times}``). These settings are
+fails on purpose for the runs listed in ``fail`` (``{name: times}``), and refuses the
+runs listed in ``refuse`` with a FruitError (a user error, the same on every attempt). These settings are
 in ``DATA_DIR/fake.json`` (``write_fake_data``): a profile's ``[training]`` table holds
 only RunConfig fields.
 """
@@ -28,6 +29,10 @@ fake_steps, fake_step_seconds, fake_fail = fake["steps"], fake["step_seconds"], 
 name = f"{task}/{architecture}/{phase}-{index}"
 failures_file = out / "fake_failures"
 failed = int(failures_file.read_text()) if failures_file.exists() else 0
+if name in fake["refuse"]:
+    failures_file.write_text(str(failed + 1))
+    from fruit.errors import FruitError
+    raise FruitError(f"fake refusal of {name}")
 if failed < int(fake_fail.get(name, 0)):
     failures_file.write_text(str(failed + 1))
     raise RuntimeError(f"fake failure {failed + 1} of {name}")
@@ -98,12 +103,19 @@ def write_fake_notebook(folder: Path) -> Path:
 
 
 def write_fake_data(
-    data_dir: Path, tasks, lines: int = 5, steps: int = 2, step_seconds: float = 0.0, fail=None
+    data_dir: Path,
+    tasks,
+    lines: int = 5,
+    steps: int = 2,
+    step_seconds: float = 0.0,
+    fail=None,
+    refuse=(),
 ) -> None:
     """Five user-provided files per task (no data.json: taken as they are), and the fake
     notebook's settings (fake.json)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = {"steps": steps, "step_seconds": step_seconds, "fail": fail or {}}
+    settings["refuse"] = list(refuse)
     (data_dir / "fake.json").write_text(json.dumps(settings))
     for task in tasks:
         folder = data_dir / task

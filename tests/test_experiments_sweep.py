@@ -123,6 +123,23 @@ def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     assert "FAILED question-formation/Tf+Sup/search-0" in out and str(failure.notebook) in out
 
 
+def test_a_run_refused_with_a_user_error_is_not_retried(tmp_path: Path, cluster):
+    """A FruitError in a run's notebook (bad settings, damaged or unwritable files) is the
+    same on every attempt: reported at once, not retried."""
+    write_fake_notebook(tmp_path)
+    refused = "question-formation/Tf/search-0"
+    write_fake_data(tmp_path / "data", ["question-formation"], refuse=[refused])
+    profile = _profile(tmp_path, trials=2, runs=1, architectures=("Tf",))
+
+    result, out = _sweep(tmp_path, cluster, profile, retries=2)
+    [failure] = result.failures
+    assert failure.name == refused and "fake refusal" in failure.message, out
+    assert f"retrying {refused}" not in out
+    assert f"FAILED {refused} after 1 attempt(s)" in out
+    folder = tmp_path / "results" / "runs" / "fake" / refused
+    assert (folder / "fake_failures").read_text() == "1"  # the notebook ran once
+
+
 def test_kernels_get_the_launchers_malloc_settings_not_the_workers(tmp_path: Path, cluster):
     """Dask's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536 and writes it into the
     os.environ of the process that starts the cluster; kernels started by such workers ran

@@ -145,7 +145,7 @@ class Schedule:
         message = str(error) or type(error).__name__
         if type(error).__name__ == "KilledWorker":
             message = f"{spec.name}: its worker died repeatedly ({error})"
-        if attempt <= self.sweep.retries:
+        if attempt <= self.sweep.retries and not getattr(error, "final", False):
             say(f"retrying {spec.name} (attempt {attempt + 1}): {message}")
             self._launch(spec, attempt + 1)
             return

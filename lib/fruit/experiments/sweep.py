@@ -9,8 +9,9 @@
 4. as soon as all search trials of a (task, architecture) pair are finished, pick the
    trial with the lowest best validation cross-entropy (``selection.json``) and submit
    that pair's final runs;
-5. retry a failed run up to ``retries`` times, then report it by name with its executed
-   notebook and go on with the others;
+5. retry a failed run up to ``retries`` times (not one its notebook refused with fruit's
+   own error: bad settings, damaged or unwritable files fail the same way every time),
+   then report it by name with its executed notebook and go on with the others;
 6. execute ``tables.ipynb``, ``figures.ipynb`` and ``reproduction.ipynb`` when every run
    finished.
 

@@ -39,7 +39,18 @@ RUN_START_SECONDS = 20.0
 
 
 class RunFailed(Exception):
-    """A run's notebook raised, or finished without writing metrics.json."""
+    """A run's notebook raised, or finished without writing metrics.json. ``final``: the
+    notebook refused the run with one of fruit's own errors (bad settings, damaged or
+    unwritable files), which another attempt would meet again."""
+
+    def __init__(self, message: str, final: bool = False):
+        super().__init__(message)
+        self.final = final
+
+
+# fruit's errors (fruit.errors, fruit.io): a run's notebook raising one of these will
+# raise it again on the next attempt
+USER_ERRORS = ("FruitError", "StorageError", "DamagedRecord")
 
 
 def _stamp() -> str:
@@ -183,7 +194,10 @@ def execute_run(
         )
     except PapermillExecutionError as e:
         log_line(folder, f"attempt {attempt} failed: {e.ename}: {e.evalue}")
-        raise RunFailed(f"{name}: {e.ename}: {e.evalue} (executed notebook: {executed})") from None
+        raise RunFailed(
+            f"{name}: {e.ename}: {e.evalue} (executed notebook: {executed})",
+            final=e.ename in USER_ERRORS,
+        ) from None
     except Exception as e:  # kernel died, notebook unreadable, ...
         log_line(folder, f"attempt {attempt} failed: {type(e).__name__}: {e}")
         raise RunFailed(
