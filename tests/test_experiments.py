@@ -76,6 +76,9 @@ def test_user_profile_file(tmp_path: Path):
     assert p.tasks == ("passivization",)
 
 
+DATA = "[data]\ntrain = 10\ndev = 2\ntest = 2\ngen = 2\n"
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -90,6 +93,24 @@ def test_user_profile_file(tmp_path: Path):
         ),
         ('tasks = ["passivization"]\narchitectures = ["Tf"]\n[data]\ntrain = 1\n', "needs dev"),
         ("tasks = [", "not valid TOML"),
+        (
+            'tasks = ["passivization"]\narchitectures = ["Tf"]\n'
+            + DATA
+            + "[search]\ntrials = 2\nlearning_rate = [1e-5, inf]\n",
+            "search.learning_rate must be \\[low, high\\], finite numbers",
+        ),
+        (
+            'tasks = ["passivization"]\narchitectures = ["Tf"]\n'
+            + DATA
+            + '[search]\ntrials = 2\nlearning_rate = ["1e-5", 1e-3]\n',
+            "search.learning_rate must be \\[low, high\\], finite numbers",
+        ),
+        (
+            'tasks = ["passivization"]\narchitectures = ["Tf"]\n'
+            + DATA
+            + "[search]\ntrials = 0\n[final]\nbatch_tokens = 600\nlearning_rate = nan\n",
+            "final.learning_rate must be a finite number above 0, not nan",
+        ),
         (
             'tasks = ["passivization"]\narchitectures = ["Tf"]\n[training]\ncheckpoint_evry = 5\n',
             r"^profile .*bad.toml: unknown key in \[training\] 'checkpoint_evry'; "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -231,7 +232,9 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         or not 0 < b_range[0] <= b_range[1]
     ):
         raise fail("search.batch_tokens must be [low, high], integers with 0 < low <= high")
-    if len(lr_range) != 2 or not 0 < float(lr_range[0]) <= float(lr_range[1]):
+    if len(lr_range) != 2 or not all(_finite(x) for x in lr_range):
+        raise fail("search.learning_rate must be [low, high], finite numbers")
+    if not 0 < float(lr_range[0]) <= float(lr_range[1]):
         raise fail("search.learning_rate must be [low, high] with 0 < low <= high")
 
     final = raw.get("final", {})
@@ -240,6 +243,8 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         raise fail("with search.trials = 0, [final] needs batch_tokens and learning_rate")
     if trials > 0 and (fixed_b is not None or fixed_lr is not None):
         raise fail("[final] batch_tokens/learning_rate are only for search.trials = 0")
+    if fixed_lr is not None and not (_finite(fixed_lr) and float(fixed_lr) > 0):
+        raise fail(f"final.learning_rate must be a finite number above 0, not {fixed_lr!r}")
 
     training = dict(raw.get("training", {}))
     if "checkpoint_every" in training:
@@ -345,3 +350,8 @@ def _known_architectures() -> set[str]:
     from fruit.names import ARCHITECTURES
 
     return set(ARCHITECTURES)
+
+
+def _finite(x) -> bool:
+    """A number (not a bool or a string) that is neither nan nor infinite."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
