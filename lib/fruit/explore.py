@@ -68,6 +68,7 @@ def load_run(
     ``device`` is "auto" (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N".
     """
     from fruit.device import resolve_device
+    from fruit.io import read_json_record
     from fruit.models import build_model
     from fruit.tasks import Vocabulary, get_task, read_tsv
 
@@ -75,7 +76,7 @@ def load_run(
     for name in ("config.json", "best.pt"):
         if not (run_dir / name).is_file():
             raise FruitError(f"{run_dir} is not a trained run folder: {name} is missing")
-    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    config = read_json_record(run_dir / "config.json", "restore it, or train that run again")
     data_dir = Path(data_dir or config["data_dir"])
     train = data_dir / config["task"] / "train.tsv"
     if not train.is_file():

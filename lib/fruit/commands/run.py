@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from fruit.errors import FruitError
+from fruit.experiments.checks import check_run_options
 
 
 def default_notebook() -> Path:
@@ -189,6 +190,7 @@ def main(args: argparse.Namespace) -> int:
         raise FruitError(f"--published {args.published!r} is not a folder")
     profile = load_profile(args.profile)
     only = selected_pairs(profile, args.task, args.architecture)
+    check_run_options(args)  # the device once, worker counts, writable folders
     if args.dry_run:
         from fruit.experiments.cost import describe
         from fruit.experiments.plan import search_specs
