@@ -14,8 +14,9 @@ The modules, from the bottom up: ``data`` (``prepare_data``, ``load_data``: a ta
 folder and a run's splits), ``config`` (``RunConfig``, ``resolve_config``: every setting,
 completed from the profile), ``checkpoints`` (``TrainingState``, ``checkpoint.pt``,
 ``best.pt``, ``log.csv``, ``warnings.log``), ``objective`` (the loss, Adam, clipping,
-the plateau schedule), ``loop`` (``Run``, ``train_run``: the optimisation, pausing and
-resuming, restarting after damage, evaluation, ``metrics.json``).
+the plateau schedule), ``records`` (``config.json``, the final evaluation,
+``metrics.json``), ``resume`` (opening a folder again: resuming from ``checkpoint.pt``,
+restarting after damage), ``loop`` (``Run``, ``train_run``: the optimisation, pausing).
 """
 
 from fruit.training.checkpoints import LOG_COLUMNS, TrainingState, read_log

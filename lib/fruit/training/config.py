@@ -276,7 +276,7 @@ def write_or_check_config(run_dir: Path, record: dict) -> None:
     """Write ``config.json``, or, when the folder has one, refuse a run whose settings
     differ from it (where it runs -- device, versions, provenance -- may differ).
     A damaged config.json raises ``DamagedRecord`` (the caller decides: an unfinished
-    run starts again, ``fruit.training.loop.Run``)."""
+    run starts again, ``fruit.training.resume``)."""
     old = read_config(run_dir)
     if old is None:
         atomic_write_json(Path(run_dir) / "config.json", record)

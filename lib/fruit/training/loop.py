@@ -18,13 +18,14 @@ unfinished run is kept as ``<name>.damaged`` and the run starts again from scrat
 (the result is that of an uninterrupted run), with a warning in the folder's
 warnings.log that metrics.json repeats under "warnings". A finished folder is only
 ever reused by a run with its settings. Settings: ``fruit.training.config``; data:
-``fruit.training.data``; the loss and the optimiser step: ``fruit.training.objective``.
+``fruit.training.data``; the loss and the optimiser step: ``fruit.training.objective``;
+opening a folder again (resume or restart): ``fruit.training.resume``; config.json,
+the final evaluation and metrics.json: ``fruit.training.records``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import random
 import sys
 import time
@@ -33,22 +34,13 @@ from pathlib import Path
 
 import torch
 
-from fruit import evaluation
 from fruit.batching import evaluation_batches, training_batches
 from fruit.device import resolve_device
 from fruit.errors import FruitError
-from fruit.io import PAUSED_MARKER, DamagedRecord, atomic_write_json, read_metrics
-from fruit.provenance import provenance
-from fruit.training import checkpoints
-from fruit.training.checkpoints import BEST, CHECKPOINT, TrainingState, write_log
-from fruit.training.config import (
-    RunConfig,
-    check_finished_settings,
-    evaluation_settings,
-    resolve_config,
-    settings_record,
-    write_or_check_config,
-)
+from fruit.io import PAUSED_MARKER, atomic_write_json, read_metrics
+from fruit.training import checkpoints, records, resume
+from fruit.training.checkpoints import TrainingState, write_log
+from fruit.training.config import RunConfig, check_finished_settings, resolve_config
 from fruit.training.data import TaskData, load_data
 from fruit.training.objective import optimiser, update, validation_cross_entropy
 
@@ -92,32 +84,11 @@ class Run:
         self.dev_strings = [encode(x) + encode(y) for x, y in self.data.dev]
         check_batch_tokens(c, self.train_strings, self.dev_strings)
         self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
-        self._start_fresh()
+        self.start_fresh()
         self.paused = False  # train() stopped at its stop_at (see train)
-        try:
-            write_or_check_config(self.dir, config_record(self))
-        except DamagedRecord as e:
-            if self.finished:
-                raise FruitError(
-                    f"{e}: it records the finished run's settings; restore it, or delete "
-                    f"{self.dir} to train that run again"
-                ) from None
-            self._restart(f"config.json could not be read ({e.reason})", "config.json")
-            write_or_check_config(self.dir, config_record(self))
-        if (self.dir / CHECKPOINT).is_file() and not self.finished:
-            try:
-                self.state = checkpoints.load_checkpoint(
-                    self.dir, self.model, self.optimizer, self.scheduler, self.rng
-                )
-            except FruitError:  # readable, but a state this code cannot go on from
-                raise
-            except Exception as e:  # noqa: BLE001 - unreadable or damaged: train again
-                reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                self._restart(f"checkpoint.pt could not be restored ({reason})", CHECKPOINT)
-            else:
-                write_log(self.dir, self.state.log)
+        resume.open_folder(self)  # config.json; checkpoint.pt, or a restart after damage
 
-    def _start_fresh(self) -> None:
+    def start_fresh(self) -> None:
         """The model, optimiser, shuffling generator and state of a run that has not
         trained yet (the same, bit for bit, however often this is called)."""
         c = self.config
@@ -126,15 +97,6 @@ class Run:
         self.optimizer, self.scheduler = optimiser(self.model, c)
         self.rng = random.Random(c.shuffle_seed)
         self.state = TrainingState(epoch_rng_state=self.rng.getstate())
-
-    def _restart(self, reason: str, damaged: str) -> None:
-        """A damaged record of an unfinished run: keep it as ``<name>.damaged``, drop what
-        the earlier attempts made, record a warning, and train from scratch."""
-        os.replace(self.dir / damaged, self.dir / f"{damaged}.damaged")
-        for name in (CHECKPOINT, BEST, "log.csv", PAUSED_MARKER):
-            (self.dir / name).unlink(missing_ok=True)
-        self.warn(f"{reason}; kept as {damaged}.damaged, the run starts again from scratch")
-        self._start_fresh()
 
     def warn(self, message: str) -> None:
         """Print a warning and keep it in the run folder's warnings.log (metrics.json
@@ -277,34 +239,11 @@ class Run:
 
     def evaluate(self) -> dict:
         """The paper's metrics with the best parameters."""
-        self.load_best()
-        d = self.data
-        return evaluation.evaluate(
-            self.model,
-            self.task,
-            self.vocab,
-            test=d.test,
-            gen=d.gen,
-            gen_linear=d.gen_linear,
-            device=self.device,
-            **evaluation_settings(self.config),
-        )
+        return records.evaluate_best(self)
 
     def finish(self) -> dict:
         """Evaluate (unless diverged) and write metrics.json last; returns the metrics."""
-        if self.finished:
-            return read_metrics(self.dir)
-        st = self.state
-        if not st.training_done and st.diverged is None:
-            raise FruitError(f"{self.dir}: training has not finished; call train() first")
-        empty = {"test": None, "hierarchical": None, "linear": None, "log_ratio": None}
-        if st.diverged is None:
-            scores = self.evaluate()
-        else:
-            scores = {"full": dict(empty), "partial": dict(empty)}
-        metrics = _json_clean(metrics_record(self, scores))
-        atomic_write_json(self.dir / "metrics.json", metrics)
-        return metrics
+        return records.finish(self)
 
 
 def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
@@ -321,57 +260,6 @@ def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
                 f"({len(strings[longest])} tokens, source and target, at {where}:{longest + 1}); "
                 f"it must be at least {len(strings[longest])}"
             )
-
-
-def config_record(run: Run) -> dict:
-    """config.json: every setting, and what the run made of them (d, parameters, V)."""
-    record = settings_record(run.config)
-    record.update(
-        device=str(run.device),
-        d=getattr(run.model, "d", None),
-        num_parameters=run.num_parameters,
-        vocab_size=run.vocab.size,
-        provenance=provenance(run.device),  # code commit, packages, CPU/GPU
-    )
-    return record
-
-
-def metrics_record(run: Run, scores: dict) -> dict:
-    """metrics.json of a run whose training ended (docs/contracts.md §5)."""
-    st, c = run.state, run.config
-    record = {
-        "status": "complete" if st.diverged is None else "diverged",
-        "reason": st.diverged,
-        "task": c.task,
-        "architecture": c.architecture,
-        "phase": c.phase,
-        "index": c.index,
-        "seed": c.seed,
-        "profile": c.profile,
-        "learning_rate": c.learning_rate,
-        "batch_tokens": c.batch_tokens,
-        "d": getattr(run.model, "d", None),
-        "num_parameters": run.num_parameters,
-        "best_validation_cross_entropy": st.best,
-        "epochs": st.examples_seen / len(run.train_strings),
-        "examples_seen": st.examples_seen,
-        "train_seconds": round(st.seconds, 3),
-        "full": scores["full"],
-        "partial": scores["partial"],
-    }
-    warnings = checkpoints.read_warnings(run.dir)
-    if warnings:  # e.g. a damaged checkpoint made the run start again
-        record["warnings"] = warnings
-    return record
-
-
-def _json_clean(obj):
-    """NaN/inf are not JSON: write them as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_clean(v) for k, v in obj.items()}
-    return obj
 
 
 def _progress_bar(progress, total: int):

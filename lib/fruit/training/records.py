@@ -1,0 +1,98 @@
+"""A run's records and its final evaluation: ``config.json`` (every setting and what the
+run made of them) and ``metrics.json`` (the paper's metrics with the best parameters,
+docs/contracts.md §5), written atomically and last: a folder with it is finished."""
+
+from __future__ import annotations
+
+import math
+
+from fruit import evaluation
+from fruit.errors import FruitError
+from fruit.io import atomic_write_json, read_metrics
+from fruit.provenance import provenance
+from fruit.training import checkpoints
+from fruit.training.config import evaluation_settings, settings_record
+
+
+def config_record(run) -> dict:
+    """config.json: every setting, and what the run made of them (d, parameters, V)."""
+    record = settings_record(run.config)
+    record.update(
+        device=str(run.device),
+        d=getattr(run.model, "d", None),
+        num_parameters=run.num_parameters,
+        vocab_size=run.vocab.size,
+        provenance=provenance(run.device),  # code commit, packages, CPU/GPU
+    )
+    return record
+
+
+def evaluate_best(run) -> dict:
+    """The paper's metrics with the best parameters (``best.pt``, put into ``run.model``)."""
+    run.load_best()
+    d = run.data
+    return evaluation.evaluate(
+        run.model,
+        run.task,
+        run.vocab,
+        test=d.test,
+        gen=d.gen,
+        gen_linear=d.gen_linear,
+        device=run.device,
+        **evaluation_settings(run.config),
+    )
+
+
+def finish(run) -> dict:
+    """Evaluate (unless diverged) and write metrics.json last; returns the metrics."""
+    if run.finished:
+        return read_metrics(run.dir)
+    st = run.state
+    if not st.training_done and st.diverged is None:
+        raise FruitError(f"{run.dir}: training has not finished; call train() first")
+    empty = {"test": None, "hierarchical": None, "linear": None, "log_ratio": None}
+    if st.diverged is None:
+        scores = run.evaluate()
+    else:
+        scores = {"full": dict(empty), "partial": dict(empty)}
+    metrics = _json_clean(metrics_record(run, scores))
+    atomic_write_json(run.dir / "metrics.json", metrics)
+    return metrics
+
+
+def metrics_record(run, scores: dict) -> dict:
+    """metrics.json of a run whose training ended (docs/contracts.md §5)."""
+    st, c = run.state, run.config
+    record = {
+        "status": "complete" if st.diverged is None else "diverged",
+        "reason": st.diverged,
+        "task": c.task,
+        "architecture": c.architecture,
+        "phase": c.phase,
+        "index": c.index,
+        "seed": c.seed,
+        "profile": c.profile,
+        "learning_rate": c.learning_rate,
+        "batch_tokens": c.batch_tokens,
+        "d": getattr(run.model, "d", None),
+        "num_parameters": run.num_parameters,
+        "best_validation_cross_entropy": st.best,
+        "epochs": st.examples_seen / len(run.train_strings),
+        "examples_seen": st.examples_seen,
+        "train_seconds": round(st.seconds, 3),
+        "full": scores["full"],
+        "partial": scores["partial"],
+    }
+    warnings = checkpoints.read_warnings(run.dir)
+    if warnings:  # e.g. a damaged checkpoint made the run start again
+        record["warnings"] = warnings
+    return record
+
+
+def _json_clean(obj):
+    """NaN/inf are not JSON: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_clean(v) for k, v in obj.items()}
+    return obj

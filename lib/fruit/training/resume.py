@@ -1,0 +1,52 @@
+"""Opening a run folder again (docs/contracts.md §5): record or check ``config.json``,
+resume from ``checkpoint.pt``, or -- when either record of an unfinished run is damaged --
+keep it as ``<name>.damaged`` and train from scratch, with a warning in warnings.log.
+A finished run's records are never replaced."""
+
+from __future__ import annotations
+
+import os
+
+from fruit.errors import FruitError
+from fruit.io import PAUSED_MARKER, DamagedRecord
+from fruit.training import checkpoints
+from fruit.training.checkpoints import BEST, CHECKPOINT, write_log
+from fruit.training.config import write_or_check_config
+from fruit.training.records import config_record
+
+
+def open_folder(run) -> None:
+    """Write (or check against) config.json, then resume ``run`` from checkpoint.pt when
+    the folder has one and the run is unfinished; ``run`` starts fresh beforehand."""
+    try:
+        write_or_check_config(run.dir, config_record(run))
+    except DamagedRecord as e:
+        if run.finished:
+            raise FruitError(
+                f"{e}: it records the finished run's settings; restore it, or delete "
+                f"{run.dir} to train that run again"
+            ) from None
+        restart(run, f"config.json could not be read ({e.reason})", "config.json")
+        write_or_check_config(run.dir, config_record(run))
+    if (run.dir / CHECKPOINT).is_file() and not run.finished:
+        try:
+            run.state = checkpoints.load_checkpoint(
+                run.dir, run.model, run.optimizer, run.scheduler, run.rng
+            )
+        except FruitError:  # readable, but a state this code cannot go on from
+            raise
+        except Exception as e:  # noqa: BLE001 - unreadable or damaged: train again
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            restart(run, f"checkpoint.pt could not be restored ({reason})", CHECKPOINT)
+        else:
+            write_log(run.dir, run.state.log)
+
+
+def restart(run, reason: str, damaged: str) -> None:
+    """A damaged record of an unfinished run: keep it as ``<name>.damaged``, drop what
+    the earlier attempts made, record a warning, and train from scratch."""
+    os.replace(run.dir / damaged, run.dir / f"{damaged}.damaged")
+    for name in (CHECKPOINT, BEST, "log.csv", PAUSED_MARKER):
+        (run.dir / name).unlink(missing_ok=True)
+    run.warn(f"{reason}; kept as {damaged}.damaged, the run starts again from scratch")
+    run.start_fresh()
