@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 import random
+import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from fruit.errors import FruitError
 from fruit.tasks import TASKS, Vocabulary, get_task, read_tsv, write_tsv
 from fruit.tasks.base import Task, first_word_match, second_word_match
-from fruit.tasks.grammar import Grammar, strip
+from fruit.tasks.grammar import GRAMMAR_DIR, Grammar, strip
 
 UPSTREAM_MARKERS = (
     "N1 N1S N1P N2 N3 N4 N5 N5S N5P N6 AUX1 AUX2 AUX3 AUX4 AUX5 VI1 VI2 VT1 VT2 VT3 RN RA".split()
@@ -216,3 +219,39 @@ def test_partial_match_helpers():
     assert not first_word_match([], ["does"])
     assert second_word_match(["a", "b"], ["c", "b", "d"])
     assert not second_word_match(["a"], ["a"])
+
+
+# ------------------------------------------------------------------ layout
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``fruit.a.b.C.d`` names a module, or an attribute chain inside one."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", ["tasks.md", "architecture.md"])
+def test_task_code_named_in_the_docs_exists(doc):
+    named = set(re.findall(r"`(fruit\.tasks(?:\.\w+)*)", (DOCS / doc).read_text("utf-8")))
+    missing = sorted(ref for ref in named if not _resolves(ref))
+    assert not missing, f"docs/{doc} names code that does not exist: {missing}"
+
+
+def test_grammar_files_are_found_where_the_package_data_puts_them():
+    # pyproject.toml ships "tasks/grammars/*"; both readers must look there.
+    assert GRAMMAR_DIR.name == "grammars" and GRAMMAR_DIR.parent.name == "tasks"
+    for name in ("mccoy_question.gr", "mccoy_tense.gr", "passivization.cfg"):
+        assert (GRAMMAR_DIR / name).is_file()
+    assert Grammar.load("passivization.cfg").rules

@@ -14,7 +14,7 @@ import pytest
 
 from fruit.errors import FruitError
 from fruit.tasks import get_task, read_tsv
-from fruit.tasks.mccoy import (
+from fruit.tasks.mccoy.lexicon import (
     DETERMINERS,
     NOUNS_PL,
     NOUNS_SG,
@@ -22,9 +22,9 @@ from fruit.tasks.mccoy import (
     RELATIVIZERS,
     VERBS_INTRANS,
     VERBS_TRANS,
-    allocate,
-    read_grammar,
 )
+from fruit.tasks.mccoy.task import read_grammar
+from fruit.tasks.mccoy.templates import allocate
 
 MCCOY = ("question-formation", "tense-reinflection", "tense-reinflection-with-do")
 TENSE = ("tense-reinflection", "tense-reinflection-with-do")

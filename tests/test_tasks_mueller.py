@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from fruit.tasks import MUELLER_TASKS, TASKS, Vocabulary, get_task, read_tsv
+from fruit.tasks.mueller.passives import GERMAN_DETERMINERS, GERMAN_NOUNS, GERMAN_VERBS
 from fruit.tasks.official import fix
-from fruit.tasks.passives import GERMAN_DETERMINERS, GERMAN_NOUNS, GERMAN_VERBS
 from fruit.tasks.statistics import PUBLISHED, STATISTICS, split_statistics
 
 SPLITS = ("dev", "test", "gen")

@@ -14,13 +14,13 @@ from fruit.tasks.vocab import Vocabulary
 
 # slug -> "module:attribute" (the paper's order).
 _REGISTRY = {
-    "question-formation": "fruit.tasks.question_formation:TASK",
-    "question-formation-in-german": "fruit.tasks.mueller:QUESTION_FORMATION_IN_GERMAN",
-    "tense-reinflection-with-do": "fruit.tasks.tense_reinflection:TASK_WITH_DO",
-    "passivization": "fruit.tasks.mueller:PASSIVIZATION",
-    "question-formation-with-have": "fruit.tasks.mueller:QUESTION_FORMATION_WITH_HAVE",
-    "tense-reinflection": "fruit.tasks.tense_reinflection:TASK",
-    "passivization-in-german": "fruit.tasks.mueller:PASSIVIZATION_IN_GERMAN",
+    "question-formation": "fruit.tasks.mccoy.question_formation:TASK",
+    "question-formation-in-german": "fruit.tasks.mueller.tasks:QUESTION_FORMATION_IN_GERMAN",
+    "tense-reinflection-with-do": "fruit.tasks.mccoy.tense_reinflection:TASK_WITH_DO",
+    "passivization": "fruit.tasks.mueller.tasks:PASSIVIZATION",
+    "question-formation-with-have": "fruit.tasks.mueller.tasks:QUESTION_FORMATION_WITH_HAVE",
+    "tense-reinflection": "fruit.tasks.mccoy.tense_reinflection:TASK",
+    "passivization-in-german": "fruit.tasks.mueller.tasks:PASSIVIZATION_IN_GERMAN",
 }
 
 TASKS: tuple[str, ...] = tuple(_REGISTRY)

@@ -24,8 +24,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 from fruit.errors import FruitError
+
+# The grammar files shipped with the package (package data "tasks/grammars/*").
+GRAMMAR_DIR = Path(__file__).resolve().parent / "grammars"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from fruit.errors import FruitError
 from fruit.tasks import get_task
 from fruit.tasks.base import SPLITS, Example, Task
-from fruit.tasks.passives import fix_german_passive
+from fruit.tasks.mueller.passives import fix_german_passive
 from fruit.tasks.splits import generate_train, write_task
 from fruit.tasks.tsv import check_sources, parse_tsv
 

@@ -17,7 +17,11 @@ from fruit.tasks.base import (
     front,
     same_number_opposite_polarity,
 )
-from fruit.tasks.mccoy import PRESENT_AUX, McCoyTask, Slot, parse, table
+from fruit.tasks.mccoy.lexicon import PRESENT_AUX
+from fruit.tasks.mccoy.parser import parse
+from fruit.tasks.mccoy.sampler import Slot
+from fruit.tasks.mccoy.task import McCoyTask
+from fruit.tasks.mccoy.templates import table
 
 # Appendix A: dev+test pooled counts; columns intrans, none, PP, SRC-intrans, SRC-trans, ORC.
 IN_DISTRIBUTION = {

@@ -12,21 +12,20 @@ from __future__ import annotations
 import random
 
 from fruit.tasks.base import Tokens
-from fruit.tasks.mccoy import (
+from fruit.tasks.mccoy.lexicon import (
     AUXILIARIES,
     LEMMA,
     NUMBER,
     PAST,
     PAST_AUX,
-    PP_NUMBERS_FREE,
     PRESENT_AUX,
     THIRD_SINGULAR,
-    McCoyTask,
-    Slot,
-    parse,
-    pos_main_verb_match,
-    table,
 )
+from fruit.tasks.mccoy.parser import parse
+from fruit.tasks.mccoy.pos import pos_main_verb_match
+from fruit.tasks.mccoy.sampler import PP_NUMBERS_FREE, Slot
+from fruit.tasks.mccoy.task import McCoyTask
+from fruit.tasks.mccoy.templates import table
 
 # Appendix A: dev+test pooled counts; columns intrans, none, PP, SRC-intrans, SRC-trans, ORC.
 TENSE_IN_DISTRIBUTION = {
