@@ -73,7 +73,9 @@ class Ours:
         from fruit.models import build_model
 
         self.model = build_model("Tf", vocab_size=vocab_size, d=d).train()
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        from fruit.training.objective import adam
+
+        self.optimizer = adam(self.model.parameters(), 1e-4)  # as training builds it
         self.config = types.SimpleNamespace(clip_norm=10.0)
         self.eos = vocab_size
 

@@ -81,7 +81,9 @@ class Meter:
         if stepped:  # a hooked head makes a stack RNN take its stepped pass
             self.model.actions.register_forward_hook(lambda module, args, output: output)
         self.d, self.params, self.vocab_size = self.model.d, num_parameters(self.model), vocab_size
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        from fruit.training.objective import adam
+
+        self.optimizer = adam(self.model.parameters(), 1e-4)  # as training builds it
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         for batch in batches[:warmup]:
             train_step(self.model, self.optimizer, batch, vocab_size)

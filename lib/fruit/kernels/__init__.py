@@ -12,6 +12,7 @@ machinery, below fruit.stacks and fruit.models in the layering.
     sup_cells, sup_cells.c  the pointwise pieces of a stack-RNN step (PyTorch / C)
     stack_pass            a stack RNN's controller and stack as one pass, written-out backward
     sup_pass, nd_pass     its superposition and dVPDA drivers (RNN/LSTM+Sup, RNN/LSTM+Nd)
+    dropout, dropout.c    the transformers' dropout on a counter-based random stream
 
 Which implementation runs is chosen in one place, fruit.stacks.implementation (and
 `sup_cells.cells_for` for the pass's pieces). Everything here is tested against the
