@@ -1,6 +1,8 @@
 # One-word entry points. Everything runs in a local virtual environment (.venv).
-#   make reproduce   -- the main job: the `quick` profile end to end (data, search, final runs,
-#                       tables, figures); PROFILE=paper for the full paper (GPUs/cluster)
+#   make reproduce   -- the main job: the `quick` profile trained from scratch end to end (data,
+#                       search, final runs, tables, figures) into build/reproduce/, compared with
+#                       the committed tables; PROFILE=paper for the full paper (GPUs/cluster)
+#   make report      -- the committed tables and figures redrawn from the committed run records
 #   make test        -- the default test suite (a few minutes on 2 CPU cores)
 #   make test-slow   -- the slow tests only
 #   make test-gpu    -- the CUDA tests only (needs a GPU and a CUDA build, see TORCH)
@@ -17,11 +19,12 @@ PYTHON  ?= python3
 VENV    ?= .venv
 TORCH   ?= torch==2.13.0
 PROFILE ?= quick
+REPRO   ?= build/reproduce
 BIN      = $(VENV)/bin
 LAB_PORT ?= 8888
 KERNEL_INSTALL ?= --sys-prefix
 
-.PHONY: venv reproduce test test-slow test-gpu test-all lint format bench clean-venv lab test-browser
+.PHONY: venv reproduce report test test-slow test-gpu test-all lint format bench clean-venv lab test-browser
 
 $(BIN)/fruit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +36,22 @@ $(BIN)/fruit: pyproject.toml
 
 venv: $(BIN)/fruit
 
+# Train the profile from scratch into $(REPRO) (the committed records under results/runs
+# would otherwise count as done), then compare its tables with the committed ones.
+# Run it again to resume; `make report` redraws the committed tables from the records.
 reproduce: venv
-	$(BIN)/fruit run --profile $(PROFILE)
+	$(BIN)/fruit run --profile $(PROFILE) --results $(REPRO)/results --figures $(REPRO)/figures
+	@if [ -d results/tables/$(PROFILE) ]; then \
+	  if diff -r -q results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) >/dev/null; then \
+	    echo "reproduced: $(REPRO)/results/tables/$(PROFILE) equals the committed results/tables/$(PROFILE) byte for byte"; \
+	  else \
+	    echo "NOT byte-identical to the committed results/tables/$(PROFILE) (expected on another kind of CPU: see the README):"; \
+	    diff -r -q results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) || true; \
+	  fi; \
+	fi
+
+report: venv
+	$(BIN)/fruit report --profile $(PROFILE)
 
 test: venv
 	$(BIN)/python -m pytest -q
