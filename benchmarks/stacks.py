@@ -9,13 +9,13 @@ the multiply-adds of the dominant terms only (the O(n^3) pop contraction of the 
 forward sum_t 2 B S (tX)(tQ)Q / 2 for the triangle, backward twice that; the
 superposition stack's 3 multiply-adds per stored element and step, x3 for backward).
 
-The dVPDA runs on the C kernels on the CPU (fruit.kernels.dvpda_native) unless
-FRUIT_NATIVE=0; --implementation torch times its PyTorch operations (fruit.kernels.dvpda_scan) instead, and both
-times the two alternately in this process (their ratio is then fair on a shared
-machine). --step-api adds rows for the step API (DVPDAStack, one update at a time, as
-the stack RNNs use it). Seconds are the best wall-clock time of the repeats; "cpu s"
-is the process's CPU time for the same run. Prints the load average next to each row:
-the machine is shared.
+The dVPDA runs on the C kernels on the CPU (fruit.stacks.fast.dvpda_native) unless
+FRUIT_NATIVE=0; --implementation torch times its PyTorch operations
+(fruit.stacks.fast.dvpda_scan) instead, and both times the two alternately in this
+process (their ratio is then fair on a shared machine). --step-api adds rows for the
+step API (DVPDAStack, one update at a time, as the stack RNNs use it). Seconds are the
+best wall-clock time of the repeats; "cpu s" is the process's CPU time for the same run.
+Prints the load average next to each row: the machine is shared.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ def _few_threads():
 def _compiled_kernels_in_a_temporary_folder(tmp_path_factory):
     """The C kernels (fruit.kernels.build) are built for this session in a temporary
     folder, not in the user's ~/.cache/fruit."""
-    from fruit.kernels import build, sup_cells
+    from fruit.kernels import build
+    from fruit.models.passes import sup_cells
 
     os.environ.setdefault("FRUIT_CACHE_DIR", str(tmp_path_factory.mktemp("fruit-cache")))
     build.library.cache_clear()

@@ -1,7 +1,8 @@
-"""The C kernels of the fused stack-RNN pass (fruit.kernels.sup_cells, sup_cells.c) against
-their PyTorch counterpart (fruit.kernels.sup_cells.TorchCells), piece by piece; how they
-are built by the one build helper (fruit.kernels.build) and what happens when they cannot
-be; and the pass's matrix products (fruit.kernels.products) against torch's."""
+"""The C kernels of the fused stack-RNN pass (fruit.models.passes.sup_cells, sup_cells.c)
+against their PyTorch counterpart (fruit.models.passes.sup_cells.TorchCells), piece by
+piece; how they are built by the one build helper (fruit.kernels.build) and what happens
+when they cannot be; and the pass's matrix products (fruit.kernels.products) against
+torch's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from fruit.kernels import build, products
-from fruit.kernels.sup_cells import SOURCE, NativeCells, TorchCells, _native_cells, cells_for
+from fruit.models.passes.sup_cells import SOURCE, NativeCells, TorchCells, _native_cells, cells_for
 
 REAL = {torch.float32: "float", torch.float64: "double"}
 TOL = {torch.float32: 2e-6, torch.float64: 1e-13}
@@ -64,7 +65,7 @@ def test_loading_the_kernels_keeps_denormals(tmp_path):
     script = (
         "import torch\n"
         "from fruit.kernels import build\n"
-        "from fruit.kernels.sup_cells import SOURCE\n"
+        "from fruit.models.passes.sup_cells import SOURCE\n"
         "assert build.library(SOURCE, 'float') is not None and build.library(SOURCE, 'double') is not None\n"
         "tiny = torch.tensor([1e-40]) * 1.0\n"
         "print(tiny.item() != 0.0, 5e-324 * 1.0 != 0.0)\n"

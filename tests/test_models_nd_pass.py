@@ -1,7 +1,7 @@
-"""The fused Nd stack-RNN pass (fruit.kernels.nd_pass) against the same recurrence written with
-plain autograd operations and the paper-notation dVPDA (fruit.stacks.reference), against
-finite differences (gradcheck), on the C kernels and on PyTorch operations; and the Nd
-models' fused training pass against their stepped pass."""
+"""The fused Nd stack-RNN pass (fruit.models.passes.nd_pass) against the same recurrence
+written with plain autograd operations and the paper-notation dVPDA
+(fruit.stacks.reference), against finite differences (gradcheck), on the C kernels and on
+PyTorch operations; and the Nd models' fused training pass against their stepped pass."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 import fruit.models.recurrent as recurrent
-from fruit.kernels.nd_pass import nd_pass
 from fruit.models import build_model
+from fruit.models.passes.nd_pass import nd_pass
 from fruit.stacks import num_actions
 from fruit.stacks import reference as ref
 from fruit.stacks.implementation import dvpda_buffers, dvpda_kernels

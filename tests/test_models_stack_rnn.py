@@ -214,7 +214,7 @@ def test_fused_sup_pass_equals_stepped_pass_in_training(arch, rau_compat, monkey
     has a hook) give the same logits and gradients when the stepped pass's inter-layer
     dropout uses the fused pass's masks (embedding/output dropout replaced by identity)."""
     import fruit.models.stack_rnn as stack_rnn
-    from fruit.kernels.sup_pass import sup_pass
+    from fruit.models.passes.sup_pass import sup_pass
 
     torch.manual_seed(0)
     model = build_model(arch, vocab_size=7, d=6, sup_size=3, dropout=0.4, rau_compat=rau_compat)

@@ -1,15 +1,16 @@
-"""The fused Sup stack-RNN pass (fruit.kernels.sup_pass) against the same recurrence written
-with plain autograd operations, and against finite differences (gradcheck); each with the
-pass's pointwise pieces as PyTorch operations and as C kernels (fruit.kernels.sup_cells)."""
+"""The fused Sup stack-RNN pass (fruit.models.passes.sup_pass) against the same recurrence
+written with plain autograd operations, and against finite differences (gradcheck); each
+with the pass's pointwise pieces as PyTorch operations and as C kernels
+(fruit.models.passes.sup_cells)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from fruit.kernels.sup_cells import TorchCells, cells_for
-from fruit.kernels.sup_pass import sup_pass
 from fruit.models import build_model
+from fruit.models.passes.sup_cells import TorchCells, cells_for
+from fruit.models.passes.sup_pass import sup_pass
 from fruit.stacks.reference import superposition_update
 
 F64 = torch.float64
@@ -20,7 +21,7 @@ def cells(request, monkeypatch):
     """Which pieces the pass runs on: PyTorch operations, or the C kernels (skipped
     where they could not be built; tests/test_models_native.py checks that they are
     built wherever a C compiler is)."""
-    import fruit.kernels.sup_pass as module
+    import fruit.models.passes.sup_pass as module
 
     if request.param == "torch-cells":
         monkeypatch.setattr(module, "cells_for", lambda x: TorchCells)

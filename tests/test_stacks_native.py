@@ -1,5 +1,5 @@
-"""The dVPDA's C kernels (fruit.kernels.dvpda_native, dvpda.c) against its PyTorch
-operations (fruit.kernels.dvpda_scan, dvpda_run with FRUIT_NATIVE=0): readings and
+"""The dVPDA's C kernels (fruit.stacks.fast.dvpda_native, dvpda.c) against its PyTorch
+operations (fruit.stacks.fast.dvpda_scan, dvpda_run with FRUIT_NATIVE=0): readings and
 gradients of both APIs in float64 and float32, edge cases, the step API's growing
 buffers, branches and partial backward passes; where the implementation is chosen
 (fruit.stacks.implementation); and the fallback when the kernels cannot be built.
@@ -13,15 +13,16 @@ import pytest
 import torch
 
 import fruit.stacks.nondeterministic as nondeterministic
-from fruit.kernels import build, dvpda_native
-from fruit.kernels.dvpda_native import NativeBuffers
-from fruit.kernels.dvpda_scan import Buffers
+from fruit.kernels import build
 from fruit.stacks import (
     DVPDAStack,
     dvpda_readings,
     dvpda_readings_stepwise,
     num_actions,
 )
+from fruit.stacks.fast import dvpda_native
+from fruit.stacks.fast.dvpda_native import NativeBuffers
+from fruit.stacks.fast.dvpda_scan import Buffers
 from fruit.stacks.implementation import dvpda_kernels
 
 F64, F32 = torch.float64, torch.float32

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import fruit.kernels.dvpda_math as nd
+import fruit.stacks.fast.dvpda_math as nd
 import fruit.stacks.nondeterministic as nondeterministic
 from fruit.errors import FruitError
 from fruit.stacks import (

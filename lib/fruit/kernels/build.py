@@ -1,5 +1,5 @@
-"""Build and load the C kernels of this package (``dvpda.c``, ``sup_cells.c``): the one
-build helper.
+"""Build and load the package's C kernels (``fruit/stacks/fast/dvpda.c``,
+``fruit/models/passes/sup_cells.c``, ``fruit/kernels/dropout.c``): the one build helper.
 
 A source is compiled with the system's C compiler the first time it is needed, once
 per source version, precision and machine, into a cache folder (``FRUIT_CACHE_DIR``,
@@ -39,17 +39,19 @@ REALS = {torch.float32: "float", torch.float64: "double"}  # the precisions comp
 
 @dataclass(frozen=True)
 class CSource:
-    """A C file of this package: its name, its functions' ctypes signatures as
-    (name, argument types, result type), and what it is for (named in the warning when
-    it cannot be built)."""
+    """A C file of the package: its name, its functions' ctypes signatures as
+    (name, argument types, result type), what it is for (named in the warning when it
+    cannot be built), and the folder it lies in (the defining module's,
+    ``Path(__file__).parent``: the C file lives next to the module that calls it)."""
 
     name: str
     signatures: tuple[tuple[str, tuple, object], ...]
     purpose: str
+    folder: Path
 
     @property
     def path(self) -> Path:
-        return Path(__file__).with_name(self.name)
+        return self.folder / self.name
 
     def declare(self, lib: ctypes.CDLL) -> ctypes.CDLL:
         for name, argtypes, restype in self.signatures:

@@ -20,6 +20,7 @@ for bit), used when the C kernel is not built, on CUDA, and as the readable vers
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -31,6 +32,7 @@ SOURCE = build.CSource(
     "dropout.c",
     (("dropout_apply", (_p, _p, _i, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_double), None),),
     "dropout (the transformers)",
+    Path(__file__).parent,
 )
 
 GOLDEN = 0x9E3779B97F4A7C15

@@ -1,5 +1,5 @@
-"""Matrix products of the hand-written recurrent passes (`stack_pass`), on oneDNN where
-that is the faster library.
+"""Matrix products of the hand-written recurrent passes (fruit.models.passes.stack_pass),
+on oneDNN where that is the faster library.
 
 PyTorch's CPU matmul calls MKL; nn.LSTM calls oneDNN. On a CPU with AVX-512, where MKL
 does not take its AVX-512 kernels (an AMD EPYC, Zen 5), oneDNN runs the same float32

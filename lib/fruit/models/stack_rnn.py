@@ -11,19 +11,18 @@ r_0 = Reading(S_0). For t ≥ 1:
 Sup: softmax actions (push, pop, no-op), pushed σ(W_v h + b_v). Nd: unnormalised
 log-weights W_a h + b_a, log pushed log σ(W_v h + b_v), learned bottom vector.
 
-Speed (the controller cannot be run over the whole sequence, so every op is paid
-per time step): the batched forward is one autograd Function with a hand-written
-backward, controller and stack together (fruit.kernels.stack_pass: oneDNN products
-and C kernels for the pointwise work of each step on the CPU; the stack's driver is
-`sup_pass` for Sup and `nd_pass`, the dVPDA's step kernels, for Nd). It tells the
-stack how many updates follow (exact truncation for Sup, buffers allocated once for
-Nd). The stepped loop (`recurrent.Cells`, one matmul per layer and step, the first
-layer's token part for all steps at once, weight gradients deferred to one matmul per
-layer, and the stacks' step API) is taken when `return_actions` is asked for or a
-head has module hooks; `start` / `step` use the cells without deferral and
-untruncated stacks. The fused and the stepped passes agree to rounding (float32
-~1e-6) but draw their dropout masks differently, so one seed gives different masks
-on the two.
+Speed (the controller cannot be run over the whole sequence, so every op is paid per
+time step): the batched forward is one autograd Function with a hand-written backward,
+controller and stack together (fruit.models.passes.stack_pass: oneDNN products and C
+kernels for the pointwise work of each step on the CPU; the stack's driver is `sup_pass`
+for Sup and `nd_pass`, the dVPDA's step kernels, for Nd). It tells the stack how many
+updates follow (exact truncation for Sup, buffers allocated once for Nd). The stepped
+loop (`recurrent.Cells`, one matmul per layer and step, the first layer's token part for
+all steps at once, weight gradients deferred to one matmul per layer, and the stacks'
+step API) is taken when `return_actions` is asked for or a head has module hooks;
+`start` / `step` use the cells without deferral and untruncated stacks. The fused and
+the stepped passes agree to rounding (float32 ~1e-6) but draw their dropout masks
+differently, so one seed gives different masks on the two.
 """
 
 from __future__ import annotations
@@ -34,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fruit.kernels.nd_pass import nd_pass
-from fruit.kernels.sup_pass import sup_pass
 from fruit.models.init import xavier
+from fruit.models.passes.nd_pass import nd_pass
+from fruit.models.passes.sup_pass import sup_pass
 from fruit.models.recurrent import Cells, RecurrentCore
 from fruit.models.sizing import stack_sizes
 

@@ -10,9 +10,10 @@ elements that can still reach the top; Nd: buffers allocated once).
 
 This package holds the public API (`superposition`, `nondeterministic`), the
 paper-notation references (`reference`: plain PyTorch, autograd gradients), the
-brute-force oracles (`bruteforce`), and `implementation`, the one place that chooses
-which fast implementation of fruit.kernels runs (C kernels on the CPU, PyTorch
-operations on CUDA, without a compiler, or with FRUIT_NATIVE=0).
+brute-force oracles (`bruteforce`), the fast implementations tested against them
+(`fast`: scaled PyTorch operations with written-out adjoints, and C kernels), and
+`implementation`, the one place that chooses which fast implementation runs (C kernels
+on the CPU, PyTorch operations on CUDA, without a compiler, or with FRUIT_NATIVE=0).
 """
 
 from fruit.stacks.nondeterministic import (

@@ -1,12 +1,12 @@
 """Which implementation runs a stack: the one place that chooses.
 
-The dVPDA has two fast implementations of the same computation (fruit.kernels):
+The dVPDA has two fast implementations of the same computation (fruit.stacks.fast):
 the C kernels (`dvpda_native`) for float32 and float64 tensors on the CPU when they
 are built, and PyTorch operations (`dvpda_scan`, `dvpda_run`) otherwise: on CUDA,
 for other dtypes, without a C compiler, or with FRUIT_NATIVE=0. Both are held to the
 paper-notation reference (fruit.stacks.reference), which is for tests and reading and
 is never chosen here. The superposition stack has one fast implementation
-(fruit.kernels.superposition_update, PyTorch operations with a written-out adjoint).
+(fruit.stacks.fast.superposition_update, PyTorch operations with a written-out adjoint).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import ctypes
 
 from torch import Tensor
 
-from fruit.kernels import build, dvpda_native, dvpda_scan
+from fruit.kernels import build
+from fruit.stacks.fast import dvpda_native, dvpda_scan
 
 
 def dvpda_kernels(x: Tensor) -> ctypes.CDLL | None:

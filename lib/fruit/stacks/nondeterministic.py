@@ -5,7 +5,7 @@
     DVPDAStack.initial(...).step(action_logits (B,A), pushed_log (B,m)).reading()
 
 Reading t is after update t, laid out (state, symbol, component). The computation
-runs on the fast implementations of fruit.kernels (C kernels on the CPU, PyTorch
+runs on the fast implementations of fruit.stacks.fast (C kernels on the CPU, PyTorch
 operations elsewhere: `implementation` chooses), which the tests hold to the
 paper-notation reference, fruit.stacks.reference.dvpda (gamma, alpha, the reading).
 
@@ -27,9 +27,9 @@ import torch
 from torch import Tensor
 
 from fruit.errors import FruitError
-from fruit.kernels.dvpda_math import initial_terms, reading_of
-from fruit.kernels.dvpda_run import Run, Start, Update
 from fruit.stacks import implementation
+from fruit.stacks.fast.dvpda_math import initial_terms, reading_of
+from fruit.stacks.fast.dvpda_run import Run, Start, Update
 
 COMPUTE_DTYPE = torch.float64
 INITIAL_CAPACITY = 16  # updates; grows geometrically when the length is not given

@@ -8,7 +8,7 @@ not stored is the zero vector). With action probabilities in rau's order
     V_t[i] = push V_{t-1}[i-1] + noop V_{t-1}[i] + pop V_{t-1}[i+1]   (i >= 1)
 
 and the reading is r_t = V_t[0]. Each update runs as one autograd Function with a
-written-out adjoint (fruit.kernels.superposition_update); the tests hold it to the
+written-out adjoint (fruit.stacks.fast.superposition_update); the tests hold it to the
 paper-notation reference, fruit.stacks.reference.superposition.
 """
 
@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from fruit.errors import FruitError
-from fruit.kernels.superposition_update import update
+from fruit.stacks.fast.superposition_update import update
 
 
 def superposition_readings(action_probs: Tensor, pushed: Tensor) -> Tensor:

@@ -2,9 +2,9 @@
 `dvpda_scan` (PyTorch operations), with the same quantities under the same names.
 
 fruit.stacks.implementation decides which of the two a run takes (the C kernels for
-float32 and float64 tensors on the CPU when they are built by `build`, switched off
-with FRUIT_NATIVE=0). What differs from `dvpda_scan` is where the time goes, not what
-is computed:
+float32 and float64 tensors on the CPU when they are built by fruit.kernels.build,
+switched off with FRUIT_NATIVE=0). What differs from `dvpda_scan` is where the time
+goes, not what is computed:
 
 * gamma, the table of scaled inner weights, holds only the triangle i < k (about half
   of `dvpda_scan.Buffers`' square table), cut into blocks of rows; for each block its
@@ -34,6 +34,7 @@ from the C code already multiplied by them.
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -41,7 +42,7 @@ from torch.autograd.function import once_differentiable
 
 from fruit.kernels import workspace
 from fruit.kernels.build import CSource
-from fruit.kernels.dvpda_math import exp_shifted, initial_terms
+from fruit.stacks.fast.dvpda_math import exp_shifted, initial_terms
 
 _idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
 
@@ -87,7 +88,9 @@ def _signatures():
     )
 
 
-SOURCE = CSource("dvpda.c", _signatures(), "the nondeterministic stack (dVPDA)")
+SOURCE = CSource(
+    "dvpda.c", _signatures(), "the nondeterministic stack (dVPDA)", Path(__file__).parent
+)
 
 
 def _p(x: Tensor | None) -> int | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fruit.kernels.dvpda_scan import Adjoint, Buffers
+from fruit.stacks.fast.dvpda_scan import Adjoint, Buffers
 
 
 class Run:

@@ -4,11 +4,11 @@ a `StackDriver`: superposition (`sup_pass`) or dVPDA (`nd_pass`).
 
 A stack RNN cannot run its controller over the whole sequence (the reading r_{t-1}
 enters layer 1 at step t), so every operation is paid once per time step. Through
-autograd one step of a 3-layer LSTM with its stack is some sixty graph nodes. Here
-the forward runs without a graph and the backward is the adjoint recurrence, so a
-step costs its matrix products (`products`: oneDNN on the CPU), between each two of
-them one call to a pointwise piece (`sup_cells`: C kernels on the CPU), and the
-stack's update.
+autograd one step of a 3-layer LSTM with its stack is some sixty graph nodes. Here the
+forward runs without a graph and the backward is the adjoint recurrence, so a step costs
+its matrix products (fruit.kernels.products: oneDNN on the CPU), between each two of
+them one call to a pointwise piece (`sup_cells`: C kernels on the CPU), and the stack's
+update.
 
 Forward, for t = 1..n (docs/paper.md §4, §8; layer k has input width K_k + d, K_1 = r
 the reading's width):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from fruit.kernels.stack_pass import check_updates, stack_pass
-from fruit.kernels.sup_cells import cells_for
+from fruit.models.passes.stack_pass import check_updates, stack_pass
+from fruit.models.passes.sup_cells import cells_for
 
 
 class SupDriver:

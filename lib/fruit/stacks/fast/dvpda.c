@@ -1,15 +1,15 @@
 /* The dVPDA's dynamic program (docs/paper.md §6) on the CPU: one update of one example,
  * forward and its adjoint, and drivers over a batch (one update, or a whole sequence).
  *
- * The mathematics, the names and the scaling are those of fruit.kernels.dvpda_math
- * and fruit.kernels.dvpda_scan (PyTorch operations; read their docstrings first): the
- * forward weights alpha, eta with log scales psi, chi; the table G of scaled inner
+ * The mathematics, the names and the scaling are those of fruit.stacks.fast.dvpda_math
+ * and fruit.stacks.fast.dvpda_scan (PyTorch operations; read their docstrings first):
+ * the forward weights alpha, eta with log scales psi, chi; the table G of scaled inner
  * weights gamma (`table` here) with per-column log scales phi; H = gamma' (the pop
  * helper); push P, replace R, pop O; the adjoints g_* and the deferred adjoint of gamma
  * (GU, HR) of dvpda_scan._GammaAdjoint.
- * fruit.kernels.dvpda_native calls these functions; the tests hold them to the PyTorch
- * operations and to the paper-notation reference (fruit.stacks.reference) in float64
- * and float32. fruit.kernels.build compiles this file twice, with
+ * fruit.stacks.fast.dvpda_native calls these functions; the tests hold them to the
+ * PyTorch operations and to the paper-notation reference (fruit.stacks.reference) in
+ * float64 and float32. fruit.kernels.build compiles this file twice, with
  * REAL = float and REAL = double.
  *
  * Layout (one example). X = Q S configurations a = (q, x), flattened q S + x. A row
@@ -646,7 +646,7 @@ static void backward_one(const Dims *d, const State *st, const Adjoint *g, idx t
     for (idx c = 0; c < m; c++) g_pushed[c] = g_v[c] * in->vector[c];
 }
 
-/* ---- batch drivers (called from fruit.kernels.dvpda_native through ctypes) -------------- */
+/* ---- batch drivers (called from fruit.stacks.fast.dvpda_native through ctypes) -------- */
 
 typedef struct { /* contiguous (B, ...) arrays; n: capacity in updates */
     idx B, Q, S, m, n;
@@ -807,14 +807,15 @@ int nd_backward_step(const nd_buffers *buf, const nd_adjoint *adj, idx t, int co
 
 /* ---- one update of every example straight from a stack RNN's heads --------------------
  *
- * The fused Nd pass (fruit.kernels.nd_pass) calls these instead of nd_forward_step /
- * nd_backward_step, so that a time step makes one C call each way instead of a dozen
- * small PyTorch operations around it. head: B rows (row stride ld_head) of the heads'
- * outputs in the controller's precision HEAD: A action logits, then u, the pushed
- * vector's pre-activation (v = sigma(u), pushed_log = log sigma(u)). The forward
- * prepares this update's inputs as exp_shifted does (weights = exp(logits - shift),
- * vector = exp(pushed_log - vector_shift), shifts the row maxima), into the arrays of
- * `in`, which the backward reads again; the logits must be finite (a linear layer's). */
+ * The fused Nd pass (fruit.models.passes.nd_pass) calls these instead of
+ * nd_forward_step / nd_backward_step, so that a time step makes one C call each way
+ * instead of a dozen small PyTorch operations around it. head: B rows (row stride
+ * ld_head) of the heads' outputs in the controller's precision HEAD: A action logits,
+ * then u, the pushed vector's pre-activation (v = sigma(u), pushed_log = log sigma(u)).
+ * The forward prepares this update's inputs as exp_shifted does
+ * (weights = exp(logits - shift), vector = exp(pushed_log - vector_shift), shifts the
+ * row maxima), into the arrays of `in`, which the backward reads again; the logits must
+ * be finite (a linear layer's). */
 
 static inline real log_sigmoid(real u) { return (u < 0 ? u : 0) - log1p(exp(-fabs(u))); }
 

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from fruit.kernels import build
-from fruit.kernels.superposition_update import update_backward, update_forward
+from fruit.stacks.fast.superposition_update import update_backward, update_forward
 
 _i, _p = ctypes.c_ssize_t, ctypes.c_void_p
 SOURCE = build.CSource(  # i = ptrdiff_t (sizes, row strides), p = pointer
@@ -55,6 +56,7 @@ SOURCE = build.CSource(  # i = ptrdiff_t (sizes, row strides), p = pointer
         ("stack_backward", (_i, _i, _i, _i, _p, _p, _p, _p, _p, _i, _p, _p, _p), None),
     ),
     "the stack-RNN pass (RNN+Sup, LSTM+Sup)",
+    Path(__file__).parent,
 )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fruit.kernels.dvpda_math import (
+from fruit.stacks.fast.dvpda_math import (
     StepInputs,
     _positive,
     forward_weights,

@@ -1,12 +1,13 @@
-/* The pointwise work of one time step of the fused stack-RNN pass (fruit.kernels.sup_pass):
- * an LSTM or simple-RNN cell, the stack heads and one superposition-stack update, each
- * forward and backward. The pass calls one of these between consecutive matrix products,
- * so a step costs its products plus a handful of calls instead of some eighty small
- * PyTorch operations.
+/* The pointwise work of one time step of the fused stack-RNN pass
+ * (fruit.models.passes.sup_pass): an LSTM or simple-RNN cell, the stack heads and one
+ * superposition-stack update, each forward and backward. The pass calls one of these
+ * between consecutive matrix products, so a step costs its products plus a handful of
+ * calls instead of some eighty small PyTorch operations.
  *
- * Each function computes exactly what its namesake in fruit.kernels.sup_cells.TorchCells
- * computes with PyTorch operations (that class is the reference; the tests compare the
- * two in float64 and float32). fruit.kernels.build compiles this file twice, with
+ * Each function computes exactly what its namesake in
+ * fruit.models.passes.sup_cells.TorchCells computes with PyTorch operations (that class
+ * is the reference; the tests compare the two in float64 and float32).
+ * fruit.kernels.build compiles this file twice, with
  * REAL = float and REAL = double.
  *
  * Layout: every matrix is row-major with unit column stride. Arguments named ld* are

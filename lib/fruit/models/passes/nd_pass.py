@@ -3,13 +3,13 @@ driver (docs/paper.md §6, §8): per step the heads give [logits; u], the action
 exp(logits) and the pushed vector v = σ(u) (entering as log σ(u)), and the dVPDA's
 update t gives r_t; r_0 is v_0 = exp(bottom_log) in the block (q0, ⊥).
 
-The dVPDA runs in its compute dtype (float64 by default) on the buffers of the step
-API (`dvpda_native.NativeBuffers`, C kernels, or `dvpda_scan.Buffers`, PyTorch
-operations; the caller chooses), one update of every example per call, and its
+The dVPDA runs in its compute dtype (float64 by default) on the buffers of the step API
+(fruit.stacks.fast: `dvpda_native.NativeBuffers`, C kernels, or `dvpda_scan.Buffers`,
+PyTorch operations; the caller chooses), one update of every example per call, and its
 backward is the same adjoint, one update per call from the last down: the numbers of
 `fruit.stacks.DVPDAStack` stepped under autograd (to float32 rounding where the
-controller is float32), without the autograd graph of the controller around it. On
-the C kernels a time step is one call each way straight from the heads' outputs
+controller is float32), without the autograd graph of the controller around it. On the C
+kernels a time step is one call each way straight from the heads' outputs
 (`dvpda_native.HeadSteps`: the update's inputs, log σ(u) and σ(-u) computed in C).
 """
 
@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fruit.kernels.dvpda_native import HeadSteps, NativeBuffers
-from fruit.kernels.stack_pass import check_updates, stack_pass
-from fruit.kernels.sup_cells import cells_for
+from fruit.models.passes.stack_pass import check_updates, stack_pass
+from fruit.models.passes.sup_cells import cells_for
+from fruit.stacks.fast.dvpda_native import HeadSteps, NativeBuffers
 
 
 class NdDriver:

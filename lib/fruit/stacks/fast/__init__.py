@@ -1,0 +1,12 @@
+"""The stacks' fast implementations, next to the paper-notation references
+(fruit.stacks.reference) and brute-force oracles (fruit.stacks.bruteforce) that the
+tests hold them to; they are never built on them.
+
+    dvpda_math            the dVPDA's step math in scaled real space (PyTorch)
+    dvpda_scan            whole sequences on PyTorch operations, hand-written backward
+    dvpda_run             the step API's machinery (one autograd Function per update)
+    dvpda_native, dvpda.c the same on C kernels (CPU; built by fruit.kernels.build)
+    superposition_update  one superposition update with its written-out adjoint
+
+Which implementation runs is chosen in one place, fruit.stacks.implementation.
+"""
