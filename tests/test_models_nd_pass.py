@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import fruit.models.recurrent as recurrent
 from fruit.models import build_model
 from fruit.models.passes.nd_pass import nd_pass
 from fruit.stacks import num_actions
@@ -155,38 +154,12 @@ def test_nd_pass_gradcheck(lstm, backend):
 
 
 @pytest.mark.parametrize("arch", ["RNN+Nd", "LSTM+Nd+R"])
-def test_fused_nd_pass_equals_stepped_pass_in_training(arch, monkeypatch):
-    """Training mode, float64: the model's fused Nd pass and its stepped pass (taken when a
-    head has a hook) give the same logits and gradients when the stepped pass's inter-layer
-    dropout uses the fused pass's masks (embedding/output dropout replaced by identity)."""
-    import fruit.models.stack_rnn as stack_rnn
-
+def test_fused_nd_pass_equals_stepped_pass_in_training(arch, fused_equals_stepped):
+    """The fused Nd pass against the stepped pass, same dropout masks (conftest)."""
     torch.manual_seed(0)
     options = dict(nd_states=Q, nd_symbols=S, nd_size=M, dropout=0.4)
     model = build_model(arch, vocab_size=7, d=5, **options).double().train()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.uniform_(-0.8, 0.8)
-    model.dropout = torch.nn.Identity()
-    tokens = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(7))
-    weights = torch.randn(3, 7, 8, generator=torch.Generator().manual_seed(8), dtype=F64)
-    params = [p for p in model.parameters() if p.requires_grad]
-    seen = []
-    monkeypatch.setattr(stack_rnn, "nd_pass", lambda *a: seen.append(a[12]) or nd_pass(*a))
-    fast = model(tokens)
-    fast_grads = torch.autograd.grad((fast * weights).sum(), params)
-    (masks,) = seen
-    assert masks is not None and (masks == 0).any()
-    order = iter([masks[k, t] for t in range(6) for k in range(2)])  # Cells' call order
-    monkeypatch.setattr(recurrent.F, "dropout", lambda x, p, training: x * next(order))
-    model.actions.register_forward_hook(lambda module, args, output: output)  # stepped pass
-    stepped = model(tokens)
-    stepped_grads = torch.autograd.grad((stepped * weights).sum(), params)
-    assert next(order, None) is None  # every mask used once
-    assert (fast - stepped).abs().max() < 1e-12
-    for a, b in zip(fast_grads, stepped_grads):
-        assert (a - b).abs().max() < 1e-10
+    fused_equals_stepped(model, "nd_pass", nd_pass, masks_at=12)
 
 
 @pytest.mark.gpu

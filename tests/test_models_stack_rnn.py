@@ -209,36 +209,10 @@ def test_deferred_weight_gradients_with_retained_graph_and_partial_loss(arch):
 
 @pytest.mark.parametrize("arch", ["RNN+Sup", "LSTM+Sup+R"])
 @pytest.mark.parametrize("rau_compat", [False, True])
-def test_fused_sup_pass_equals_stepped_pass_in_training(arch, rau_compat, monkeypatch):
-    """Training mode, float64: the fused Sup pass and the stepped pass (taken when a head
-    has a hook) give the same logits and gradients when the stepped pass's inter-layer
-    dropout uses the fused pass's masks (embedding/output dropout replaced by identity)."""
-    import fruit.models.stack_rnn as stack_rnn
+def test_fused_sup_pass_equals_stepped_pass_in_training(arch, rau_compat, fused_equals_stepped):
+    """The fused Sup pass against the stepped pass, same dropout masks (conftest)."""
     from fruit.models.passes.sup_pass import sup_pass
 
     torch.manual_seed(0)
     model = build_model(arch, vocab_size=7, d=6, sup_size=3, dropout=0.4, rau_compat=rau_compat)
-    model = model.double().train()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.uniform_(-0.8, 0.8)
-    model.dropout = torch.nn.Identity()
-    tokens = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(7))
-    weights = torch.randn(3, 7, 8, generator=torch.Generator().manual_seed(8), dtype=F64)
-    params = [p for p in model.parameters() if p.requires_grad]
-    seen = []
-    monkeypatch.setattr(stack_rnn, "sup_pass", lambda *a: seen.append(a[8]) or sup_pass(*a))
-    fused = model(tokens)
-    fused_grads = torch.autograd.grad((fused * weights).sum(), params)
-    (masks,) = seen
-    assert masks is not None and (masks == 0).any()
-    order = iter([masks[k, t] for t in range(6) for k in range(2)])  # Cells' call order
-    monkeypatch.setattr(recurrent.F, "dropout", lambda x, p, training: x * next(order))
-    model.actions.register_forward_hook(lambda module, args, output: output)  # stepped pass
-    stepped = model(tokens)
-    stepped_grads = torch.autograd.grad((stepped * weights).sum(), params)
-    assert next(order, None) is None  # every mask used once
-    assert (fused - stepped).abs().max() < 1e-12
-    for a, b in zip(fused_grads, stepped_grads):
-        assert (a - b).abs().max() < 1e-10
+    fused_equals_stepped(model.double().train(), "sup_pass", sup_pass, masks_at=8)

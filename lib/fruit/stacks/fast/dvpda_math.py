@@ -228,3 +228,9 @@ def initial_terms(bottom_log: Tensor, batch_size: int, X: int):
     psi0 = bottom_log.new_zeros(batch_size)
     chi0 = shift.expand(batch_size)
     return alpha0, psi0, eta0, chi0
+
+
+def bottom_gradient(eta: Tensor, chi: Tensor, bottom_log: Tensor) -> Tensor:
+    """Gradient of bottom_log (m,) from the adjoint eta (B, n+1, X, m) of a backward pass:
+    eta[0] = 1[q0, bottom] exp(bottom_log - shift), shift = chi[0, 0]."""
+    return (eta[:, 0, 0] * torch.exp(bottom_log - chi[0, 0])).sum(0)

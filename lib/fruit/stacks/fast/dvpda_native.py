@@ -42,7 +42,7 @@ from torch.autograd.function import once_differentiable
 
 from fruit.kernels import workspace
 from fruit.kernels.build import CSource
-from fruit.stacks.fast.dvpda_math import exp_shifted, initial_terms
+from fruit.stacks.fast.dvpda_math import bottom_gradient, exp_shifted, initial_terms
 
 _idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
 
@@ -232,9 +232,7 @@ class NativeAdjoint:
         return g_logits, g_pushed
 
     def bottom(self, buffers: NativeBuffers, bottom_log: Tensor) -> Tensor:
-        """Gradient of bottom_log (m,): eta[0] = 1[q0, bottom] exp(bottom_log - shift)."""
-        shift = buffers.chi[0, 0]
-        return (self.eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
+        return bottom_gradient(self.eta, buffers.chi, bottom_log)
 
 
 class NativeScan(torch.autograd.Function):

@@ -21,6 +21,7 @@ from torch import Tensor
 from fruit.stacks.fast.dvpda_math import (
     StepInputs,
     _positive,
+    bottom_gradient,
     forward_weights,
     initial_terms,
     new_gamma_column,
@@ -143,9 +144,7 @@ class Adjoint:
         )  # fmt: skip
 
     def bottom(self, buffers: Buffers, bottom_log: Tensor) -> Tensor:
-        """Gradient of bottom_log (m,): eta[0] = 1[q0, bottom] exp(bottom_log - shift)."""
-        shift = buffers.chi[0, 0]
-        return (self.eta[:, 0, 0] * torch.exp(bottom_log - shift)).sum(0)
+        return bottom_gradient(self.eta, buffers.chi, bottom_log)
 
 
 class TorchScan(torch.autograd.Function):
