@@ -289,9 +289,11 @@ def main(argv=None) -> int:
     if not path.is_file():
         print(f"benchmarks/authors_transformer.py: skipped: {path} not found (set --data-dir)")
         return 0
+    from fruit.allocator import tune_for_training
     from fruit.models import PAPER_VOCAB_SIZES, num_parameters
     from fruit.tasks import Vocabulary, read_tsv
 
+    tune_for_training()  # malloc as in a training run (both models alike)
     if args.threads:
         torch.set_num_threads(args.threads)
     examples = read_tsv(path)

@@ -153,9 +153,11 @@ def main(argv=None) -> int:
     if not path.is_file():
         print(f"benchmarks/models.py: skipped: {path} not found (set --data-dir or FRUIT_DATASETS)")
         return 0
+    from fruit.allocator import tune_for_training
     from fruit.device import resolve_device
     from fruit.tasks import Vocabulary, read_tsv
 
+    tune_for_training()  # malloc as in a training run
     device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)

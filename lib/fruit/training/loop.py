@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from fruit.allocator import tune_for_training
 from fruit.batching import evaluation_batches, training_batches
 from fruit.device import resolve_device
 from fruit.errors import FruitError
@@ -70,6 +71,7 @@ class Run:
     ):
         from fruit.tasks import get_task
 
+        tune_for_training()  # keep PyTorch's per-step buffers in the heap (fruit.allocator)
         self.config = c = resolve_config(config)
         self.dir = Path(run_dir)
         self.task = get_task(c.task)
