@@ -110,3 +110,14 @@ def test_transformer_training_forward_is_reproducible_and_dropped():
     assert not torch.allclose(outs[0], outs[2])
     model.eval()
     assert torch.equal(model(tokens), model(tokens))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_masks_equal_the_cpu_masks(dtype):
+    # the CUDA path runs the PyTorch integer version: same bits as the CPU (C or PyTorch)
+    assert D.keep_bits(257, 2**63 + 5, "cuda").tolist() == splitmix_bits(257, 2**63 + 5)
+    x = torch.randn(4097, dtype=dtype)
+    for p in (0.1, 0.5):
+        seed = D.fresh_seed()
+        assert torch.equal(D.apply_mask(x.cuda(), seed, p).cpu(), D.apply_mask(x, seed, p))

@@ -546,13 +546,22 @@ class FakeClock:
         return self.now
 
 
-@pytest.mark.parametrize("architecture", ["Tf", pytest.param("Tf+Nd", marks=pytest.mark.slow)])
+CUDA_ARCHITECTURES = ["Tf", "Tf+Sup", "Tf+Nd", "RNN+Sup+R", "LSTM+Nd"]
+
+
+@pytest.mark.parametrize(
+    "architecture, device",
+    [("Tf", "cpu"), pytest.param("Tf+Nd", "cpu", marks=pytest.mark.slow)]
+    + [pytest.param(a, "cuda", marks=pytest.mark.gpu) for a in CUDA_ARCHITECTURES],
+)
 def test_paused_runs_resume_to_the_uninterrupted_result(
-    tmp_path, data_dir, monkeypatch, architecture
+    tmp_path, data_dir, monkeypatch, architecture, device
 ):
     # pauses mid-epoch, between validation checkpoints and on an epoch boundary; each
     # process-level resume (a new Run) must continue exactly where the last one stopped
-    config = tiny_config(data_dir, architecture=architecture, checkpoint_every=30, max_epochs=3)
+    config = tiny_config(
+        data_dir, architecture=architecture, checkpoint_every=30, max_epochs=3, device=device
+    )
     whole = training.train_run(config, tmp_path / "whole")
     clock = FakeClock()
     monkeypatch.setattr(loop.time, "time", clock)
