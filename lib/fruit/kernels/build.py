@@ -1,5 +1,6 @@
 """Build and load the package's C kernels (``fruit/stacks/fast/dvpda.c``,
-``fruit/models/passes/sup_cells.c``, ``fruit/kernels/dropout.c``): the one build helper.
+``fruit/stacks/fast/superposition.c``, ``fruit/models/passes/sup_cells.c``,
+``fruit/kernels/dropout.c``): the one build helper.
 
 A source is compiled with the system's C compiler the first time it is needed, once
 per source version, precision and machine, into a cache folder (``FRUIT_CACHE_DIR``,

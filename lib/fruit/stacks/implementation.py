@@ -5,8 +5,10 @@ the C kernels (`dvpda_native`) for float32 and float64 tensors on the CPU when t
 are built, and PyTorch operations (`dvpda_scan`, `dvpda_run`) otherwise: on CUDA,
 for other dtypes, without a C compiler, or with FRUIT_NATIVE=0. Both are held to the
 paper-notation reference (fruit.stacks.reference), which is for tests and reading and
-is never chosen here. The superposition stack has one fast implementation
-(fruit.stacks.fast.superposition_update, PyTorch operations with a written-out adjoint).
+is never chosen here. The superposition stack updates one step at a time with
+PyTorch operations and a written-out adjoint (fruit.stacks.fast.superposition_update);
+a whole sequence of updates (stack attention) takes C kernels on the CPU
+(`superposition_native`) under the same conditions as the dVPDA's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import ctypes
 from torch import Tensor
 
 from fruit.kernels import build
-from fruit.stacks.fast import dvpda_native, dvpda_scan
+from fruit.stacks.fast import dvpda_native, dvpda_scan, superposition_native
 
 
 def dvpda_kernels(x: Tensor) -> ctypes.CDLL | None:
@@ -42,3 +44,12 @@ def dvpda_scan_readings(
     if lib is None:
         return dvpda_scan.TorchScan.apply(logits, pushed_log, bottom_log, Q, S)
     return dvpda_native.NativeScan.apply(logits, pushed_log, bottom_log, Q, S, lib)
+
+
+def superposition_sequence(action_probs: Tensor, pushed: Tensor) -> Tensor | None:
+    """Whole-sequence superposition readings (B, n, m) on the C kernels, differentiable,
+    or None where they do not run (then the caller steps with PyTorch operations)."""
+    lib = build.library_for(superposition_native.SOURCE, pushed)
+    if lib is None or action_probs.dtype != pushed.dtype:
+        return None
+    return superposition_native.Readings.apply(action_probs, pushed, lib)

@@ -8,8 +8,9 @@ not stored is the zero vector). With action probabilities in rau's order
     V_t[i] = push V_{t-1}[i-1] + noop V_{t-1}[i] + pop V_{t-1}[i+1]   (i >= 1)
 
 and the reading is r_t = V_t[0]. Each update runs as one autograd Function with a
-written-out adjoint (fruit.stacks.fast.superposition_update); the tests hold it to the
-paper-notation reference, fruit.stacks.reference.superposition.
+written-out adjoint (fruit.stacks.fast.superposition_update); on the CPU a whole
+sequence runs in two C calls instead (fruit.stacks.implementation chooses). The tests
+hold both to the paper-notation reference, fruit.stacks.reference.superposition.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torch import Tensor
 
 from fruit.errors import FruitError
 from fruit.stacks.fast.superposition_update import update
+from fruit.stacks.implementation import superposition_sequence
 
 
 def superposition_readings(action_probs: Tensor, pushed: Tensor) -> Tensor:
@@ -32,6 +34,9 @@ def superposition_readings(action_probs: Tensor, pushed: Tensor) -> Tensor:
     Uses the exact depth truncation of docs/paper.md §5.2: after update t (1-based) only
     the top min(t, n - t + 1) elements can still reach a later reading.
     """
+    fast = superposition_sequence(action_probs, pushed)
+    if fast is not None:
+        return fast
     batch_size, n, _ = action_probs.shape
     stack = pushed.new_zeros(batch_size, 0, pushed.size(2))
     readings = []

@@ -7,6 +7,7 @@ tests hold them to; they are never built on them.
     dvpda_run             the step API's machinery (one autograd Function per update)
     dvpda_native, dvpda.c the same on C kernels (CPU; built by fruit.kernels.build)
     superposition_update  one superposition update with its written-out adjoint
+    superposition_native, superposition.c  whole sequences of updates in C (CPU)
 
 Which implementation runs is chosen in one place, fruit.stacks.implementation.
 """
