@@ -101,6 +101,11 @@ def main():
     p.add_argument("--implementation", default="auto", choices=["auto", "native", "torch", "both"])
     p.add_argument("--step-api", action="store_true", help="also time DVPDAStack")
     args = p.parse_args()
+    from fruit.allocator import tune_for_training
+
+    tuned = (
+        tune_for_training()
+    )  # malloc as in a training run (large buffers reused, not re-faulted)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     compute = getattr(torch, args.compute_dtype)
@@ -108,7 +113,8 @@ def main():
     impls = implementations(args.implementation) if device.type == "cpu" else ["torch"]
     print(
         f"device={device} threads={args.threads} torch={torch.__version__} "
-        f"dVPDA compute dtype={args.compute_dtype}; inputs float32"
+        f"dVPDA compute dtype={args.compute_dtype}; inputs float32; malloc "
+        f"{'tuned as in training' if tuned else 'as the environment sets it'}"
     )
     print(
         f"{'stack':<14}{'impl':>7}{'n':>5}{'seconds':>10}{'cpu s':>9}{'GFLOP/s':>10}   load average"
