@@ -19,13 +19,15 @@ def test_data_notebook_runs(repo_root, tmp_path, capsys):
     source = repo_root / "notebooks" / "data.ipynb"
     assert all(not c.get("outputs") for c in json.loads(source.read_text())["cells"])
     out = tmp_path / "data.out.ipynb"
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
     papermill.execute_notebook(
         str(source),
         str(out),
-        parameters={"task": "passivization", "data_dir": str(data)},
+        parameters={"task": "passivization", "data_dir": "data"},  # the repository's data/
         kernel_name="python3",
         progress_bar=False,
-        cwd=str(tmp_path),
+        cwd=str(notebooks),  # as JupyterLab runs it: in notebooks/ below the root
     )
     text = out.read_text()
     assert "passivization: read from" in text

@@ -22,8 +22,11 @@ def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
         "-p", "profile", "smoke",
         "-p", "threads", "1",
         "-p", "num_samples", "2",  # not in the parameters cell: any RunConfig field may come
-        "--cwd", str(tmp_path),  # data/ is generated and results/ written here
+        # as JupyterLab runs it: in a folder notebooks/, whose parent is the repository
+        # root where data/ is generated and results/ written
+        "--cwd", str(tmp_path / "notebooks"),
     ]  # fmt: skip
+    (tmp_path / "notebooks").mkdir()
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
