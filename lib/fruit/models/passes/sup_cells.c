@@ -1,12 +1,13 @@
 /* The pointwise work of one time step of the fused stack-RNN pass
- * (fruit.models.passes.sup_pass): an LSTM or simple-RNN cell, the stack heads and one
- * superposition-stack update, each forward and backward. The pass calls one of these
- * between consecutive matrix products, so a step costs its products plus a handful of
- * calls instead of some eighty small PyTorch operations.
+ * (fruit.models.passes.sup_pass): an LSTM or simple-RNN cell and the stack heads, each
+ * forward and backward (the superposition-stack update between the heads' forward and
+ * backward is fruit/stacks/fast/superposition.c's sup_step_forward / sup_step_backward).
+ * The pass calls one of these between consecutive matrix products, so a step costs its
+ * products plus a handful of calls instead of some eighty small PyTorch operations.
  *
- * Each function computes exactly what its namesake in
- * fruit.models.passes.sup_cells.TorchCells computes with PyTorch operations (that class
- * is the reference; the tests compare the two in float64 and float32).
+ * Each piece computes what its part of fruit.models.passes.sup_cells.TorchCells computes
+ * with PyTorch operations (that class is the reference; the tests compare the two in
+ * float64 and float32).
  * fruit.kernels.build compiles this file twice, with
  * REAL = float and REAL = double.
  *
@@ -130,89 +131,38 @@ void rnn_backward(idx B, idx d, const real *restrict dh_a, idx lda, const real *
     }
 }
 
-/* ---- stack heads and one superposition-stack update ---------------------------------- */
+/* ---- the stack heads (the update itself: fruit/stacks/fast/superposition.c) ---------- */
 
-/* head (B, 3+m): action logits (push, pop, no-op), then the pushed vector's logits.
- * Writes probs (B, 3) = softmax, pushed (B, m) = σ, and the updated stack
- * new (B, H, m) from old (B, h, m), element 0 the top, elements past h zero:
- *     new[0] = push v + noop old[0] + pop old[1]
- *     new[i] = push old[i-1] + noop old[i] + pop old[i+1]      (0 < i < H)
- * and its top new[0] into reading (rows ldr). */
-void stack_forward(idx B, idx m, idx h, idx H, const real *restrict head, real *restrict probs,
-                   real *restrict pushed, const real *restrict old, real *restrict new_,
-                   real *restrict reading, idx ldr)
+/* head (B, 3+m): action logits (push, pop, no-op), then the pushed vector's logits ->
+ * probs (B, 3) = softmax, pushed (B, m) = σ. */
+void head_forward(idx B, idx m, const real *restrict head, real *restrict probs,
+                  real *restrict pushed)
 {
     for (idx b = 0; b < B; b++) {
-        const real *logit = head + b * (3 + m), *O = old + b * h * m;
-        real *p = probs + b * 3, *v = pushed + b * m, *N = new_ + b * H * m;
+        const real *logit = head + b * (3 + m);
+        real *p = probs + b * 3, *v = pushed + b * m;
         real top = logit[0] > logit[1] ? logit[0] : logit[1];
         top = top > logit[2] ? top : logit[2];
         real e0 = exp(logit[0] - top), e1 = exp(logit[1] - top), e2 = exp(logit[2] - top);
-        real s = e0 + e1 + e2, push = e0 / s, pop = e1 / s, noop = e2 / s;
-        p[0] = push;
-        p[1] = pop;
-        p[2] = noop;
+        real s = e0 + e1 + e2;
+        p[0] = e0 / s;
+        p[1] = e1 / s;
+        p[2] = e2 / s;
         for (idx j = 0; j < m; j++) v[j] = sigmoid(logit[3 + j]);
-        for (idx i = 0; i < H; i++) {
-            /* An element past the old stack's end is zero: it gets weight 0 on a stand-in
-             * row (v, which is finite), so one loop serves every row. */
-            const real *same = i < h ? O + i * m : v, *up = i + 1 < h ? O + (i + 1) * m : v;
-            const real *down = i == 0 ? v : i - 1 < h ? O + (i - 1) * m : v;
-            real w_same = i < h ? noop : 0, w_up = i + 1 < h ? pop : 0;
-            real w_down = i == 0 || i - 1 < h ? push : 0;
-            real *row = N + i * m;
-            for (idx j = 0; j < m; j++)
-                row[j] = w_same * same[j] + w_up * up[j] + w_down * down[j];
-        }
-        memcpy(reading + b * ldr, N, (size_t)m * sizeof(real));
     }
 }
 
-/* The adjoint of stack_forward. g (B, H, m) = dL/dnew; dL/dreading = g_a (rows lda;
- * NULL: none) + g_b (contiguous) is added to its row 0 in place. Writes g_old (B, h, m)
- * = dL/dold and dhead (B, 3+m) = dL/dhead through the softmax and the sigmoid. */
-void stack_backward(idx B, idx m, idx h, idx H, const real *restrict old,
-                    const real *restrict probs, const real *restrict pushed, real *restrict g,
-                    const real *restrict g_a, idx lda, const real *restrict g_b,
-                    real *restrict g_old, real *restrict dhead)
+/* The adjoint of head_forward, in place: dhead (B, 3+m) holds dL/dprobs, then dL/dpushed
+ * on entry, and dL/dhead on return (through the softmax and the sigmoid). */
+void head_backward(idx B, idx m, const real *restrict probs, const real *restrict pushed,
+                   real *restrict dhead)
 {
     for (idx b = 0; b < B; b++) {
-        const real *O = old + b * h * m, *p = probs + b * 3, *v = pushed + b * m;
-        real *Gb = g + b * H * m, *dO = g_old + b * h * m, *dh = dhead + b * (3 + m);
-        real push = p[0], pop = p[1], noop = p[2];
-        for (idx j = 0; j < m; j++) Gb[j] += (g_a ? g_a[b * lda + j] : 0) + g_b[b * m + j];
-        /* dL/dprobs: new[i] = noop old[i] + pop old[i+1] + push (old[i-1], or v for i = 0) */
-        real g_push = dot(m, Gb, v), g_pop = 0, g_noop = 0;
-        for (idx i = 0; i < H; i++) { /* stand-in rows as in stack_forward; their sums unused */
-            const real *row = Gb + i * m;
-            const real *same = i < h ? O + i * m : v, *up = i + 1 < h ? O + (i + 1) * m : v;
-            const real *down = i >= 1 && i - 1 < h ? O + (i - 1) * m : v;
-            real s_same = 0, s_up = 0, s_down = 0;
-            for (idx j = 0; j < m; j++) {
-                s_same += row[j] * same[j];
-                s_up += row[j] * up[j];
-                s_down += row[j] * down[j];
-            }
-            if (i < h) g_noop += s_same;
-            if (i + 1 < h) g_pop += s_up;
-            if (i >= 1 && i - 1 < h) g_push += s_down;
-        }
-        /* dL/dold[k]: old[k] feeds new[k] (noop), new[k-1] (pop), new[k+1] (push); a row
-         * of g past its end gets weight 0 on a stand-in row (g's first, finite) */
-        for (idx k = 0; k < h; k++) {
-            const real *same = k < H ? Gb + k * m : Gb, *next = k + 1 < H ? Gb + (k + 1) * m : Gb;
-            const real *prev = k >= 1 && k - 1 < H ? Gb + (k - 1) * m : Gb;
-            real w_same = k < H ? noop : 0, w_prev = k >= 1 && k - 1 < H ? pop : 0;
-            real w_next = k + 1 < H ? push : 0;
-            real *row = dO + k * m;
-            for (idx j = 0; j < m; j++)
-                row[j] = w_same * same[j] + w_prev * prev[j] + w_next * next[j];
-        }
+        const real *p = probs + b * 3, *v = pushed + b * m;
+        real *dh = dhead + b * (3 + m);
         /* softmax': dL/dlogit_k = p_k (dL/dp_k - sum_l p_l dL/dp_l) */
-        real mean = push * g_push + pop * g_pop + noop * g_noop;
-        dh[0] = push * (g_push - mean);
-        dh[1] = pop * (g_pop - mean);
-        dh[2] = noop * (g_noop - mean);
-        for (idx j = 0; j < m; j++) dh[3 + j] = push * Gb[j] * v[j] * (1 - v[j]);
+        real mean = p[0] * dh[0] + p[1] * dh[1] + p[2] * dh[2];
+        for (idx k = 0; k < 3; k++) dh[k] = p[k] * (dh[k] - mean);
+        for (idx j = 0; j < m; j++) dh[3 + j] *= v[j] * (1 - v[j]);
     }
 }

@@ -1,8 +1,9 @@
 """The pointwise pieces of one time step of the fused stack-RNN pass (`sup_pass`), in
 two interchangeable implementations: `TorchCells` (PyTorch operations, the path on
 CUDA, and what the C kernels are tested against) and `NativeCells` (the same
-computation in C, sup_cells.c, one call per piece, on the CPU). `cells_for(x)` picks
-one for tensors like x.
+computation in C, one call per piece, on the CPU: the cells and heads in sup_cells.c, the
+stack update in fruit/stacks/fast/superposition.c). `cells_for(x)` picks one for
+tensors like x.
 
 Between two matrix products a step needs one of these pieces, so with `NativeCells`
 a step of a 3-layer stack LSTM is 8 products and 8 C calls, forward and backward,
@@ -42,6 +43,7 @@ import torch
 from torch import Tensor
 
 from fruit.kernels import build
+from fruit.stacks.fast import superposition_native
 from fruit.stacks.fast.superposition_update import update_backward, update_forward
 
 _i, _p = ctypes.c_ssize_t, ctypes.c_void_p
@@ -52,8 +54,8 @@ SOURCE = build.CSource(  # i = ptrdiff_t (sizes, row strides), p = pointer
         ("lstm_backward", (_i, _i, _p, _i, _p, _i, _p, _p, _p, _p, _p, _p), None),
         ("rnn_forward", (_i, _i, _p, _p, _i, _p, _p, _i), None),
         ("rnn_backward", (_i, _i, _p, _i, _p, _i, _p, _p, _i, _p), None),
-        ("stack_forward", (_i, _i, _i, _i, _p, _p, _p, _p, _p, _p, _i), None),
-        ("stack_backward", (_i, _i, _i, _i, _p, _p, _p, _p, _p, _i, _p, _p, _p), None),
+        ("head_forward", (_i, _i, _p, _p, _p), None),
+        ("head_backward", (_i, _i, _p, _p, _p), None),
     ),
     "the stack-RNN pass (RNN+Sup, LSTM+Sup)",
     Path(__file__).parent,
@@ -119,11 +121,11 @@ class TorchCells:
 
 
 class NativeCells:
-    """The pieces as calls into sup_cells.c, for contiguous-row CPU tensors of the
-    precision the library was compiled for."""
+    """The pieces as calls into sup_cells.c (``lib``) and superposition.c (``stack``), for
+    contiguous-row CPU tensors of the precision the libraries were compiled for."""
 
-    def __init__(self, lib):
-        self.lib = lib
+    def __init__(self, lib, stack):
+        self.lib, self.stack = lib, stack
 
     def lstm_forward(self, z, a, c_prev, c, tc, h, mask, up):
         B, d = c.shape
@@ -163,21 +165,24 @@ class NativeCells:
 
     def stack_forward(self, head, probs, pushed, old, height, reading):
         B, h, m = old.shape
+        self.lib.head_forward(B, m, head.data_ptr(), probs.data_ptr(), pushed.data_ptr())
         new = old.new_empty(B, height, m)
-        self.lib.stack_forward(
-            B, m, h, height, head.data_ptr(), probs.data_ptr(), pushed.data_ptr(),
-            old.data_ptr(), new.data_ptr(), reading.data_ptr(), reading.stride(0),
+        self.stack.sup_step_forward(
+            B, m, h, height, old.data_ptr(), probs.data_ptr(), pushed.data_ptr(),
+            new.data_ptr(), reading.data_ptr(), reading.stride(0),
         )  # fmt: skip
         return new
 
     def stack_backward(self, old, probs, pushed, g, g_a, g_b, dhead):
         B, h, m = old.shape
         g_old = torch.empty_like(old)
-        self.lib.stack_backward(
+        ld = dhead.stride(0)  # dL/dprobs and dL/dpushed go into dhead, then the heads' adjoint
+        self.stack.sup_step_backward(
             B, m, h, g.size(1), old.data_ptr(), probs.data_ptr(), pushed.data_ptr(),
             g.data_ptr(), _ptr(g_a), _row(g_a), g_b.data_ptr(), g_old.data_ptr(),
-            dhead.data_ptr(),
+            dhead.data_ptr(), ld, dhead[:, 3:].data_ptr(), ld,
         )  # fmt: skip
+        self.lib.head_backward(B, m, probs.data_ptr(), pushed.data_ptr(), dhead.data_ptr())
         return g_old
 
 
@@ -185,12 +190,13 @@ def cells_for(x: Tensor):
     """`NativeCells` for CPU tensors of x's dtype when the C kernels are built (see
     `build.library_for`), else `TorchCells`."""
     lib = build.library_for(SOURCE, x)
-    return TorchCells if lib is None else _native_cells(lib)
+    stack = build.library_for(superposition_native.SOURCE, x)
+    return TorchCells if lib is None or stack is None else _native_cells(lib, stack)
 
 
 @functools.cache
-def _native_cells(lib) -> NativeCells:
-    return NativeCells(lib)
+def _native_cells(lib, stack) -> NativeCells:
+    return NativeCells(lib, stack)
 
 
 def _ptr(x: Tensor | None) -> int | None:

@@ -1,7 +1,9 @@
 """The superposition stack over whole sequences through the C kernels of
 ``superposition.c``: the same computation as running `superposition_update.update` once
 per update (fruit.stacks.superposition, the path on CUDA and without a compiler), in two
-calls instead of one autograd Function per update.
+calls instead of one autograd Function per update. (The same file's one-update kernels,
+``sup_step_forward`` / ``sup_step_backward``, serve the stack RNNs' fused pass,
+fruit.models.passes.sup_cells.)
 
 `Readings.apply(probs, pushed, lib)`: probs (B, n, 3) in the order (push, pop, no-op),
 pushed (B, n, m) -> readings (B, n, m), differentiable in probs and pushed. The
@@ -27,6 +29,12 @@ SOURCE = CSource(
         ("sup_stored_rows", (_i,), _i),
         ("sup_forward", (_i, _i, _i, _p, _p, _p, _p), None),
         ("sup_backward", (_i, _i, _i, _p, _p, _p, _p, _p, _p, _p), None),
+        ("sup_step_forward", (_i, _i, _i, _i, _p, _p, _p, _p, _p, _i), None),
+        (
+            "sup_step_backward",
+            (_i, _i, _i, _i, _p, _p, _p, _p, _p, _i, _p, _p, _p, _i, _p, _i),
+            None,
+        ),
     ),
     "the superposition stack (stack attention)",
     Path(__file__).parent,
