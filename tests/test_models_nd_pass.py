@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from reference_controller import controller_steps
 
 from fruit.models import build_model
 from fruit.models.passes.nd_pass import nd_pass
@@ -29,33 +30,19 @@ def backend(request, monkeypatch):
 
 
 def reference_pass(projected, h0, c0, W_head, b_head, bottom_log, weights, biases, updates, masks):
-    """docs/paper.md §4/§6/§8 step by step with autograd: cat, matmul, the cell, the heads, and
+    """docs/paper.md §4/§6/§8 step by step with autograd (tests/reference_controller.py) with
     the paper-notation dVPDA (in float64)."""
-    n, B, _ = projected.shape
-    L, A = h0.size(0), num_actions(Q, S)
-    lstm = c0 is not None
-    h = list(h0.unbind(0))
-    c = list(c0.unbind(0)) if lstm else None
+    B, A = projected.size(1), num_actions(Q, S)
     run = ref.DVPDA(bottom_log.double(), B, Q, S)
-    reading = run.reading().to(projected.dtype)  # r_0
-    tops, readings = [], []
-    for t in range(n):
-        below = reading
-        for k in range(L):
-            z = torch.cat((below, h[k]), 1) @ weights[k]
-            z = z + (projected[t] if k == 0 else biases[k - 1])
-            if lstm:
-                i, f, g, o = z.chunk(4, 1)
-                c[k] = torch.sigmoid(f) * c[k] + torch.sigmoid(i) * torch.tanh(g)
-                h[k] = torch.sigmoid(o) * torch.tanh(c[k])
-            else:
-                h[k] = torch.tanh(z)
-            below = h[k] if masks is None or k == L - 1 else h[k] * masks[k, t]
-        tops.append(h[-1])
-        if t < updates:
-            head = (h[-1] @ W_head + b_head).double()
-            reading = run.step(head[:, :A], F.logsigmoid(head[:, A:])).to(projected.dtype)
-            readings.append(reading)
+
+    def stack_step(head):
+        head = head.double()
+        return run.step(head[:, :A], F.logsigmoid(head[:, A:])).to(projected.dtype)
+
+    tops, readings = controller_steps(
+        projected, h0, c0, W_head, b_head, weights, biases, updates, masks,
+        run.reading().to(projected.dtype), stack_step,
+    )  # fmt: skip
     empty = projected.new_zeros(0, B, Q * S * M)
     return torch.stack(tops), torch.stack(readings) if readings else empty
 

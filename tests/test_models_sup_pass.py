@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from reference_controller import controller_steps
 
 from fruit.models import build_model
 from fruit.models.passes.sup_cells import TorchCells, cells_for
@@ -31,36 +32,20 @@ def cells(request, monkeypatch):
 
 
 def reference_pass(projected, h0, c0, W_head, b_head, weights, biases, updates, masks):
-    """docs/paper.md §4/§8 step by step with autograd: cat, matmul, the cell, the heads, and the
-    paper-notation superposition stack (fruit.stacks.reference, untruncated)."""
-    n, B, _ = projected.shape
-    L = h0.size(0)
-    m = W_head.size(1) - 3
-    lstm = c0 is not None
-    h = list(h0.unbind(0))
-    c = list(c0.unbind(0)) if lstm else None
-    stack = projected.new_zeros(B, 0, m)  # V_0
-    reading = projected.new_zeros(B, m)
-    tops, readings = [], []
-    for t in range(n):
-        below = reading
-        for k in range(L):
-            z = torch.cat((below, h[k]), 1) @ weights[k]
-            z = z + (projected[t] if k == 0 else biases[k - 1])
-            if lstm:
-                i, f, g, o = z.chunk(4, 1)
-                c[k] = torch.sigmoid(f) * c[k] + torch.sigmoid(i) * torch.tanh(g)
-                h[k] = torch.sigmoid(o) * torch.tanh(c[k])
-            else:
-                h[k] = torch.tanh(z)
-            below = h[k] if masks is None or k == L - 1 else h[k] * masks[k, t]
-        tops.append(h[-1])
-        if t < updates:
-            head = h[-1] @ W_head + b_head
-            probs, pushed = torch.softmax(head[:, :3], 1), torch.sigmoid(head[:, 3:])
-            stack = superposition_update(stack, probs, pushed)
-            reading = stack[:, 0]
-            readings.append(reading)
+    """docs/paper.md §4/§8 step by step with autograd (tests/reference_controller.py) with
+    the paper-notation superposition stack (fruit.stacks.reference, untruncated)."""
+    B, m = projected.size(1), W_head.size(1) - 3
+    stack = [projected.new_zeros(B, 0, m)]  # V_0
+
+    def stack_step(head):
+        probs, pushed = torch.softmax(head[:, :3], 1), torch.sigmoid(head[:, 3:])
+        stack[0] = superposition_update(stack[0], probs, pushed)
+        return stack[0][:, 0]
+
+    tops, readings = controller_steps(
+        projected, h0, c0, W_head, b_head, weights, biases, updates, masks,
+        projected.new_zeros(B, m), stack_step,
+    )  # fmt: skip
     empty = projected.new_zeros(0, B, m)
     return torch.stack(tops), torch.stack(readings) if readings else empty
 
