@@ -1,4 +1,4 @@
-"""A corpus of bad invocations (issue 13, "must show" b): `fruit data`, `train`, `run`,
+"""A corpus of bad invocations: `fruit data`, `train`, `run`,
 `report` and the notebooks with bad options, bad files and bad folders.
 
 Each must exit non-zero with one short line naming the problem (asserted on the message),

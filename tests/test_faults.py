@@ -1,4 +1,4 @@
-"""Fault injection (issue 13, "must show" a): full disks, read-only folders, and a sweep
+"""Fault injection: full disks, read-only folders, and a sweep
 killed in each of its phases.
 
 * A full disk and a read-only folder are real: a small tmpfs mounted for the test (as

@@ -1,4 +1,4 @@
-"""Records that can be trusted (issue 13): a run folder is bound to its settings, a report
+"""Records that can be trusted: a run folder is bound to its settings, a report
 checks every record against its place, damaged records are named or mended, and every
 input is checked before work starts (TSV policy, markers, vocabulary, ranges, device).
 

@@ -17,7 +17,7 @@ from fruit.tasks.tsv import read_tsv
 
 STATISTICS = ("marker", "subject_rc", "subject_pp", "median_length")
 SPLITS_COMPARED = ("test", "gen")
-CHECKED_SPLITS = ("test",)  # the issue's criterion; gen rows are shown for information
+CHECKED_SPLITS = ("test",)  # held to the tolerance below; gen rows are shown for information
 
 # Measured on the published files (docs/tasks.md §4.1-4.7, "Measured
 # statistics" tables: test and gen rows). An independent record: the tests check that
@@ -55,7 +55,8 @@ PUBLISHED = {
 
 
 def tolerance(slug: str) -> float:
-    """How far a generated share may be from the published one (the issue's criterion)."""
+    """How far a generated share may be from the published one (2 points for the Mueller
+    tasks, 5 for McCoy's: what our generators meet on the test split)."""
     return 0.02 if slug in MUELLER_TASKS else 0.05
 
 
