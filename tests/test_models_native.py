@@ -205,7 +205,9 @@ def test_stack_pieces(dtype, h, height):
     cells = native_cells(dtype)
     g = torch.Generator().manual_seed(3)
     B, m = 4, 6
-    head = 4 * torch.randn(B, 3 + m, dtype=dtype, generator=g)
+    head = (
+        4 * torch.randn(B, 3 + m + 2, dtype=dtype, generator=g)[:, 1:-1]
+    )  # rows in a wider buffer
     head[0, :3] = torch.tensor([60.0, -60.0, 0.0])  # saturated actions stay finite
     old = torch.randn(B, h, m, dtype=dtype, generator=g)
     outs = []
@@ -224,7 +226,7 @@ def test_stack_pieces(dtype, h, height):
     for g_a in (None, rows(B, m, 1, dtype, g)):
         outs = []
         for impl in (cells, TorchCells):
-            dhead = torch.full((B, 3 + m), float("nan"), dtype=dtype)
+            dhead = torch.full((B, 3 + m + 3), float("nan"), dtype=dtype)[:, 2:-1]  # rows, too
             g_new = grad.clone()
             g_old = impl.stack_backward(old, probs, pushed, g_new, g_a, g_b, dhead)
             outs.append([g_old, dhead, g_new])

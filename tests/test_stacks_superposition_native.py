@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fruit.errors import FruitError
 from fruit.kernels import build
 from fruit.models import build_model
 from fruit.stacks import superposition_readings
@@ -73,9 +74,19 @@ def test_strided_inputs(monkeypatch):
     wide = torch.randn(4, 9, 10, dtype=F64)
     wide[..., 2:8] = pushed.detach()
     strided = wide[..., 2:8].requires_grad_()  # a view with row stride 10
-    (r1, g1), (r2, _) = both_paths(monkeypatch, logits, strided, weights)
+    (r1, g1), (r2, g2) = both_paths(monkeypatch, logits, strided, weights)
     assert torch.allclose(r1, r2, rtol=0, atol=1e-13)
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-13) for a, b in zip(g1, g2))
     assert strided.stride(-2) == 10
+
+
+@pytest.mark.parametrize(
+    "probs_shape", [(1, 6, 3), (3, 7, 3), (3, 5, 3), (3, 6, 2)], ids=lambda s: str(s)
+)
+def test_mismatched_shapes_are_refused(probs_shape):
+    # checked before any kernel runs: the C code would read the wrong rows or past the end
+    with pytest.raises(FruitError, match=r"action_probs must be \(B, n, 3\) = \(3, 6, 3\)"):
+        superposition_readings(torch.rand(probs_shape, dtype=F64), torch.randn(3, 6, 4, dtype=F64))
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 8])

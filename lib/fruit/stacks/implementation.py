@@ -50,6 +50,6 @@ def superposition_sequence(action_probs: Tensor, pushed: Tensor) -> Tensor | Non
     """Whole-sequence superposition readings (B, n, m) on the C kernels, differentiable,
     or None where they do not run (then the caller steps with PyTorch operations)."""
     lib = build.library_for(superposition_native.SOURCE, pushed)
-    if lib is None or action_probs.dtype != pushed.dtype:
+    if lib is None or action_probs.dtype != pushed.dtype or action_probs.device != pushed.device:
         return None
     return superposition_native.Readings.apply(action_probs, pushed, lib)

@@ -34,6 +34,12 @@ def superposition_readings(action_probs: Tensor, pushed: Tensor) -> Tensor:
     Uses the exact depth truncation of docs/paper.md §5.2: after update t (1-based) only
     the top min(t, n - t + 1) elements can still reach a later reading.
     """
+    if pushed.dim() != 3 or action_probs.shape != (*pushed.shape[:2], 3):
+        raise FruitError(
+            f"superposition_readings: action_probs must be (B, n, 3) = "
+            f"{(*pushed.shape[:2], 3)} for pushed {tuple(pushed.shape)} (B, n, m), "
+            f"got {tuple(action_probs.shape)}"
+        )
     fast = superposition_sequence(action_probs, pushed)
     if fast is not None:
         return fast

@@ -133,13 +133,13 @@ void rnn_backward(idx B, idx d, const real *restrict dh_a, idx lda, const real *
 
 /* ---- the stack heads (the update itself: fruit/stacks/fast/superposition.c) ---------- */
 
-/* head (B, 3+m): action logits (push, pop, no-op), then the pushed vector's logits ->
- * probs (B, 3) = softmax, pushed (B, m) = σ. */
-void head_forward(idx B, idx m, const real *restrict head, real *restrict probs,
+/* head (rows ldh, 3+m each): action logits (push, pop, no-op), then the pushed vector's
+ * logits -> probs (B, 3) = softmax, pushed (B, m) = σ. */
+void head_forward(idx B, idx m, const real *restrict head, idx ldh, real *restrict probs,
                   real *restrict pushed)
 {
     for (idx b = 0; b < B; b++) {
-        const real *logit = head + b * (3 + m);
+        const real *logit = head + b * ldh;
         real *p = probs + b * 3, *v = pushed + b * m;
         real top = logit[0] > logit[1] ? logit[0] : logit[1];
         top = top > logit[2] ? top : logit[2];
@@ -152,14 +152,14 @@ void head_forward(idx B, idx m, const real *restrict head, real *restrict probs,
     }
 }
 
-/* The adjoint of head_forward, in place: dhead (B, 3+m) holds dL/dprobs, then dL/dpushed
- * on entry, and dL/dhead on return (through the softmax and the sigmoid). */
+/* The adjoint of head_forward, in place: dhead (rows ldd, 3+m each) holds dL/dprobs, then
+ * dL/dpushed on entry, and dL/dhead on return (through the softmax and the sigmoid). */
 void head_backward(idx B, idx m, const real *restrict probs, const real *restrict pushed,
-                   real *restrict dhead)
+                   real *restrict dhead, idx ldd)
 {
     for (idx b = 0; b < B; b++) {
         const real *p = probs + b * 3, *v = pushed + b * m;
-        real *dh = dhead + b * (3 + m);
+        real *dh = dhead + b * ldd;
         /* softmax': dL/dlogit_k = p_k (dL/dp_k - sum_l p_l dL/dp_l) */
         real mean = p[0] * dh[0] + p[1] * dh[1] + p[2] * dh[2];
         for (idx k = 0; k < 3; k++) dh[k] = p[k] * (dh[k] - mean);

@@ -54,8 +54,8 @@ SOURCE = build.CSource(  # i = ptrdiff_t (sizes, row strides), p = pointer
         ("lstm_backward", (_i, _i, _p, _i, _p, _i, _p, _p, _p, _p, _p, _p), None),
         ("rnn_forward", (_i, _i, _p, _p, _i, _p, _p, _i), None),
         ("rnn_backward", (_i, _i, _p, _i, _p, _i, _p, _p, _i, _p), None),
-        ("head_forward", (_i, _i, _p, _p, _p), None),
-        ("head_backward", (_i, _i, _p, _p, _p), None),
+        ("head_forward", (_i, _i, _p, _i, _p, _p), None),
+        ("head_backward", (_i, _i, _p, _p, _p, _i), None),
     ),
     "the stack-RNN pass (RNN+Sup, LSTM+Sup)",
     Path(__file__).parent,
@@ -165,7 +165,9 @@ class NativeCells:
 
     def stack_forward(self, head, probs, pushed, old, height, reading):
         B, h, m = old.shape
-        self.lib.head_forward(B, m, head.data_ptr(), probs.data_ptr(), pushed.data_ptr())
+        self.lib.head_forward(
+            B, m, head.data_ptr(), head.stride(0), probs.data_ptr(), pushed.data_ptr()
+        )
         new = old.new_empty(B, height, m)
         self.stack.sup_step_forward(
             B, m, h, height, old.data_ptr(), probs.data_ptr(), pushed.data_ptr(),
@@ -182,7 +184,7 @@ class NativeCells:
             g.data_ptr(), _ptr(g_a), _row(g_a), g_b.data_ptr(), g_old.data_ptr(),
             dhead.data_ptr(), ld, dhead[:, 3:].data_ptr(), ld,
         )  # fmt: skip
-        self.lib.head_backward(B, m, probs.data_ptr(), pushed.data_ptr(), dhead.data_ptr())
+        self.lib.head_backward(B, m, probs.data_ptr(), pushed.data_ptr(), dhead.data_ptr(), ld)
         return g_old
 
 
