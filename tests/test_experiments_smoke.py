@@ -129,10 +129,11 @@ def test_time_limited_calls_finish_the_sweep_with_the_uninterrupted_metrics(
     assert len(calls) >= 2, "the limit never bit: make it smaller"
     assert "time limit reached" not in calls[-1][1]
     assert _metrics(results) == _metrics(home / "results")
-    # everything went to the folders named (--results) or defaulted (data/, figures/)
-    assert sorted(p.name for p in cwd.iterdir()) == ["data", "figures"]
-    assert sorted(p.name for p in results.parent.iterdir()) == ["results"]
-    assert list((cwd / "figures" / "smoke").glob("*.png"))
+    # everything went to the folders named (--results) or defaulted (data/ in the working
+    # folder; figures/ beside the results, never the working folder's)
+    assert sorted(p.name for p in cwd.iterdir()) == ["data"]
+    assert sorted(p.name for p in results.parent.iterdir()) == ["figures", "results"]
+    assert list((results.parent / "figures" / "smoke").glob("*.png"))
     assert (results / "tables" / "smoke" / "claims.md").is_file()
 
 

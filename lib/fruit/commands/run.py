@@ -30,7 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a shipped profile (smoke, quick, paper) or the path of your own .toml (default: quick)",
     )
     parser.add_argument("--results", default="results", help="results folder (default: results)")
-    parser.add_argument("--figures", default="figures", help="figures folder (default: figures)")
+    parser.add_argument(
+        "--figures",
+        help="figures folder (default: figures beside the results folder, so ./figures for "
+        "the default results; another --results never overwrites the checkout's figures)",
+    )
     parser.add_argument("--data-dir", help="data folder (default: data/<profile>)")
     parser.add_argument("--notebook", help="the train notebook (default: notebooks/train.ipynb)")
     parser.add_argument(
@@ -181,6 +185,8 @@ def main(args: argparse.Namespace) -> int:
     from fruit.profiles import load_profile
 
     started = time.time()  # a time limit counts from here, cluster start-up included
+    if args.figures is None:  # beside the results folder
+        args.figures = str(Path(args.results).parent / "figures")
     from fruit.experiments.worker import allocator_environment
 
     allocator = allocator_environment()  # before a Dask nanny adds its own to os.environ
