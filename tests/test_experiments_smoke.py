@@ -5,6 +5,9 @@ nothing is retrained), and through a real `dask scheduler` + two `dask worker`s 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -243,3 +246,39 @@ def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
     rows = list(csv.DictReader(open(victim / "log.csv")))
     seen = [int(r["examples_seen"]) for r in rows]
     assert seen == sorted(set(seen)) and len(rows) >= 3
+
+
+@pytest.mark.timeout(900)
+def test_sigterm_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tmp_path: Path):
+    """SIGTERM to `fruit run` (kill PID; Slurm before a job's time limit): no run starts,
+    running ones pause resumably, the command ends normally; the next call finishes with
+    the metrics of the uninterrupted sweep."""
+    home, _, _ = local_smoke
+    results = tmp_path / "results"
+    command = [
+        sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "1",
+        "--device", "cpu", "--notebook", str(NOTEBOOK), "--results", str(results),
+        "--architecture", "Tf+Sup", "--skip-reports",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while not list(results.glob("runs/smoke/*/*/*/runner.log")):  # a run has started
+        assert proc.poll() is None and time.monotonic() < deadline, "no run started"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 0, out
+    assert "SIGTERM: pausing every run" in out and "paused on request" in out, out
+    assert not _half_written(results)
+    assert not (results / "runs" / "smoke" / "PAUSE").exists()
+    ours = {
+        k: v
+        for k, v in _metrics(home / "results").items()
+        if k.startswith("question-formation/Tf+Sup/")
+    }
+    assert len(_metrics(results)) < len(ours) == 3
+
+    again = fruit_run(*command[4:], cwd=home, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "paused on request" not in again.stdout
+    assert _metrics(results) == ours

@@ -582,6 +582,28 @@ def test_paused_runs_resume_to_the_uninterrupted_result(
     assert log_without_seconds(tmp_path / "whole") == log_without_seconds(tmp_path / "paused")
 
 
+def test_a_pause_file_pauses_before_the_next_batch_and_the_run_resumes_exactly(tmp_path, data_dir):
+    config = tiny_config(data_dir, checkpoint_every=30, max_epochs=2)
+    whole = training.train_run(config, tmp_path / "whole")
+    pause = tmp_path / "PAUSE"
+    seen = []
+
+    def at_checkpoint(run, row):  # ask for a pause at the first checkpoint
+        seen.append(run.state.examples_seen)
+        pause.touch()
+
+    run = training.Run(config, tmp_path / "paused")
+    run.train(on_checkpoint=at_checkpoint, pause_file=pause)
+    assert run.paused and run.state.examples_seen == seen[0]  # not one batch more
+    assert not (tmp_path / "paused" / "metrics.json").exists()
+    run = training.Run(config, tmp_path / "paused")
+    run.train(pause_file=pause)  # the file is still there: pauses again at once
+    assert run.paused and run.state.examples_seen == seen[0]
+    pause.unlink()
+    resumed = training.train_run(config, tmp_path / "paused", stop_at=None)
+    assert without_timing(resumed) == without_timing(whole)
+
+
 # The training state in checkpoint.pt as the code has always written it: a plain dict with
 # exactly these keys (runs paused by earlier versions must resume, and the other way round).
 CHECKPOINT_STATE_KEYS = {

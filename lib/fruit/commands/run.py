@@ -4,7 +4,9 @@ tables, figures). See fruit.experiments.sweep and docs/cluster.md."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -240,7 +242,27 @@ def main(args: argparse.Namespace) -> int:
             allocator=allocator,
             stream=sys.stdout,
         )
-        result = sweep.run()
+        with _pause_on_sigterm(sweep):
+            result = sweep.run()
     finally:
         cluster.close()
     return 0 if result.ok else 1
+
+
+@contextlib.contextmanager
+def _pause_on_sigterm(sweep):
+    """SIGTERM (``kill PID``; Slurm sends it before a job's time limit) pauses the sweep
+    as a time limit does: no run starts, running ones pause resumably before their next
+    batch, finished ones stay recorded. A second SIGTERM ends the command at once (runs
+    then resume from their last checkpoint)."""
+
+    def pause(signum, frame):
+        signal.signal(signal.SIGTERM, previous)
+        print("SIGTERM: pausing every run (a second SIGTERM stops at once)", flush=True)
+        sweep.request_pause()
+
+    previous = signal.signal(signal.SIGTERM, pause)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -46,6 +46,8 @@ from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics
 from fruit.profiles import Profile
 
+PAUSE_FILE = "PAUSE"  # in runs/<profile>/: while it exists, runs pause and none start
+
 
 @dataclasses.dataclass
 class Failure:
@@ -176,6 +178,7 @@ class Sweep:
         self.client = cluster.client
         self.results_dir = Path(results_dir).resolve()
         self.runs_root = self.results_dir / "runs" / profile.name
+        self.pause_file = self.runs_root / PAUSE_FILE
         self.data_dir = Path(data_dir or Path("data") / profile.name).resolve()
         self.notebook = Path(notebook).resolve()
         if not self.notebook.is_file():
@@ -236,6 +239,7 @@ class Sweep:
             self.cluster.threads,
             self.allocator,
             self.stop_at,
+            str(self.pause_file),
             key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
             pure=False,
             retries=0,
@@ -276,6 +280,7 @@ class Sweep:
     def run(self) -> SweepResult:
         self._start = time.monotonic()
         self.deadline = self.stop_at = None
+        self.paused_on_request = False
         if self.time_limit is not None:
             # to abandon what is still running and close the cluster (a LocalCluster
             # takes a few seconds to stop its workers and their kernels)
@@ -284,6 +289,9 @@ class Sweep:
             self.deadline = time.time() + self.time_limit - closing
             self.stop_at = self.deadline - evaluation
         self.runs_root.mkdir(parents=True, exist_ok=True)
+        if self.pause_file.exists():
+            self.pause_file.unlink()
+            self.say(f"removed {self.pause_file} (a pause request from an earlier call)")
         atomic_write_json(self.runs_root / "plan.json", plan(self.profile))
         result = SweepResult(total=planned_runs(self))
         progress = Progress(result.total, self.cluster.slots(), self.stream, self.profile.name)
@@ -298,6 +306,8 @@ class Sweep:
         )
         self.prepare_data()
         schedule.execute()
+        self.paused_on_request = self.pausing()
+        self.pause_file.unlink(missing_ok=True)  # done: the next call starts afresh
 
         result.seconds = time.monotonic() - self._start
         result.left = result.total - result.trained - result.found_complete - len(result.failures)
@@ -319,12 +329,23 @@ class Sweep:
         )
         for f in result.failures:
             self.say(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")
-        if result.left and self.time_limit is not None:
+        if result.left and (self.time_limit is not None or self.paused_on_request):
             paused = f" ({len(result.paused)} paused mid-run)" if result.paused else ""
+            why = "paused on request" if self.paused_on_request else "time limit reached"
             self.say(
-                f"time limit reached: {result.left} run(s) left{paused}; every finished run "
+                f"{why}: {result.left} run(s) left{paused}; every finished run "
                 "is recorded, and the same command goes on from here"
             )
+
+    def request_pause(self) -> None:
+        """Stop starting runs, and have the running ones pause before their next batch
+        (resumably, as at a time limit): what SIGTERM to `fruit run` does; a user may
+        also create the file ``runs/<profile>/PAUSE`` under the results folder."""
+        self.pause_file.parent.mkdir(parents=True, exist_ok=True)
+        self.pause_file.touch()
+
+    def pausing(self) -> bool:
+        return self.pause_file.exists()
 
     def run_reports(self) -> list[Path]:
         """Execute tables.ipynb, figures.ipynb and reproduction.ipynb (next to the train

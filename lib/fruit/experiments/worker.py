@@ -132,6 +132,7 @@ def execute_run(
     threads: int | None = None,
     allocator: dict[str, str] | None = None,
     stop_at: float | None = None,
+    pause_file: str | None = None,
 ) -> tuple[dict[str, Any] | None, float]:
     """Execute the train notebook for one run into its folder; return its metrics.json
     and the seconds this attempt took (0 when the run was already finished).
@@ -139,6 +140,8 @@ def execute_run(
     ``stop_at`` (a ``time.time()`` value, from ``fruit run --time-limit``): the run
     pauses before it (``fruit.training.Run.train``), or is not started when that time has
     passed; a paused run returns ``(None, seconds)`` and resumes on the next call.
+    ``pause_file``: the same once that file exists (the sweep creates it when asked to
+    stop), checked before the start and before every training batch.
 
     The notebook resumes from ``checkpoint.pt`` when an earlier attempt left one (that is
     the training code's job; a damaged checkpoint makes the run start again from scratch
@@ -162,6 +165,9 @@ def execute_run(
 
     if stop_at is not None and time.time() >= stop_at - RUN_START_SECONDS:
         log_line(folder, f"attempt {attempt}: not started, too close to the sweep's time limit")
+        return None, 0.0
+    if pause_file is not None and os.path.exists(pause_file):
+        log_line(folder, f"attempt {attempt}: not started, the sweep was asked to pause")
         return None, 0.0
 
     executed = folder / EXECUTED_NOTEBOOK
@@ -187,7 +193,7 @@ def execute_run(
         papermill.execute_notebook(
             notebook,
             str(executed),
-            parameters={**parameters, "stop_at": stop_at},
+            parameters={**parameters, "stop_at": stop_at, "pause_file": pause_file},
             progress_bar=False,
             extra_arguments=KERNEL_ARGUMENTS,
             cwd=str(folder),
@@ -209,7 +215,9 @@ def execute_run(
     metrics = read_metrics(folder)
     seconds = time.monotonic() - start
     if metrics is None and (folder / PAUSED_MARKER).is_file():
-        log_line(folder, f"attempt {attempt} paused at the time limit after {seconds:.0f} s")
+        log_line(
+            folder, f"attempt {attempt} paused (time limit or pause request) after {seconds:.0f} s"
+        )
         return None, seconds
     if metrics is None:
         log_line(folder, f"attempt {attempt} failed: notebook finished without metrics.json")

@@ -26,6 +26,7 @@ the final evaluation and metrics.json: ``fruit.training.records``.
 from __future__ import annotations
 
 import math
+import os
 import random
 import sys
 import time
@@ -161,7 +162,9 @@ class Run:
         if on_checkpoint is not None:
             on_checkpoint(self, row)
 
-    def _train_epoch(self, bar, on_checkpoint: Callable | None, stop_at: float | None) -> bool:
+    def _train_epoch(
+        self, bar, on_checkpoint: Callable | None, stop_at: float | None, pause_file
+    ) -> bool:
         """Go on with the current epoch; True when it ran to its end, False when it
         stopped early (a pause, divergence, early stopping)."""
         st, c = self.state, self.config
@@ -169,6 +172,9 @@ class Run:
         batches = training_batches([len(w) for w in self.train_strings], c.batch_tokens, self.rng)
         while st.batch_index < len(batches):
             if stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at:
+                self.paused = True
+                return False
+            if pause_file is not None and os.path.exists(pause_file):
                 self.paused = True
                 return False
             batch = batches[st.batch_index]
@@ -193,6 +199,7 @@ class Run:
         progress=None,
         on_checkpoint: Callable | None = None,
         stop_at: float | None = None,
+        pause_file: str | os.PathLike | None = None,
     ) -> None:
         """Train until early stopping, ``max_epochs``, or a nan/inf loss.
 
@@ -203,6 +210,8 @@ class Run:
         becomes True, and a later ``train()`` continues exactly where this one stopped
         (the same batches, random streams and optimiser state), so a paused-and-resumed
         run ends with the same parameters and metrics as an uninterrupted one.
+        ``pause_file``: pause the same way before the first batch that finds this file
+        (``fruit run`` creates it when asked to stop: SIGTERM, or a user's ``PAUSE`` file).
         """
         st, c = self.state, self.config
         self.paused = False
@@ -217,7 +226,7 @@ class Run:
         while (
             not self.paused and not st.stopped and st.diverged is None and st.epoch < c.max_epochs
         ):
-            if self._train_epoch(bar, on_checkpoint, stop_at):
+            if self._train_epoch(bar, on_checkpoint, stop_at, pause_file):
                 st.epoch += 1
                 st.batch_index = 0
                 st.epoch_rng_state = self.rng.getstate()
