@@ -249,10 +249,14 @@ def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
 
 
 @pytest.mark.timeout(900)
-def test_sigterm_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tmp_path: Path):
-    """SIGTERM to `fruit run` (kill PID; Slurm before a job's time limit): no run starts,
-    running ones pause resumably, the command ends normally; the next call finishes with
-    the metrics of the uninterrupted sweep."""
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
+)
+def test_a_signal_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tmp_path, signum):
+    """SIGTERM or SIGINT to `fruit run` (kill PID; Slurm before a job's time limit): no run
+    starts, running ones pause resumably, the command ends normally; the next call
+    finishes with the metrics of the uninterrupted sweep. (Ctrl-C in a terminal sends
+    SIGINT to the Dask workers too; then the command may wait for a second Ctrl-C.)"""
     home, _, _ = local_smoke
     results = tmp_path / "results"
     command = [
@@ -265,10 +269,11 @@ def test_sigterm_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tmp
     while not list(results.glob("runs/smoke/*/*/*/runner.log")):  # a run has started
         assert proc.poll() is None and time.monotonic() < deadline, "no run started"
         time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == 0, out
-    assert "SIGTERM: pausing every run" in out and "paused on request" in out, out
+    name = signal.Signals(signum).name
+    assert f"{name}: pausing every run" in out and "paused on request" in out, out
     assert not _half_written(results)
     assert not (results / "runs" / "smoke" / "PAUSE").exists()
     ours = {

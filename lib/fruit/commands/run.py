@@ -251,18 +251,22 @@ def main(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _pause_on_sigterm(sweep):
-    """SIGTERM (``kill PID``; Slurm sends it before a job's time limit) pauses the sweep
-    as a time limit does: no run starts, running ones pause resumably before their next
-    batch, finished ones stay recorded. A second SIGTERM ends the command at once (runs
-    then resume from their last checkpoint)."""
+    """SIGTERM (``kill PID``; Slurm sends it before a job's time limit) or SIGINT (Ctrl-C)
+    pauses the sweep as a time limit does: no run starts, running ones pause resumably
+    before their next batch, finished ones stay recorded. A second signal ends the
+    command at once (runs then resume from their last checkpoint)."""
+    signals = (signal.SIGTERM, signal.SIGINT)
 
     def pause(signum, frame):
-        signal.signal(signal.SIGTERM, previous)
-        print("SIGTERM: pausing every run (a second SIGTERM stops at once)", flush=True)
+        for s, handler in zip(signals, previous):
+            signal.signal(s, handler)
+        name = signal.Signals(signum).name
+        print(f"{name}: pausing every run (a second {name} stops at once)", flush=True)
         sweep.request_pause()
 
-    previous = signal.signal(signal.SIGTERM, pause)
+    previous = [signal.signal(s, pause) for s in signals]
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in zip(signals, previous):
+            signal.signal(s, handler)
