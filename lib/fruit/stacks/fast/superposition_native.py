@@ -36,7 +36,7 @@ SOURCE = CSource(
             None,
         ),
     ),
-    "the superposition stack (stack attention)",
+    "the superposition stack (stack attention and the stack RNNs)",
     Path(__file__).parent,
 )
 
