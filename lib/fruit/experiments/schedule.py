@@ -91,7 +91,7 @@ class Schedule:
 
     def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
         stop_at = self.sweep.stop_at
-        if stop_at is not None and time.time() >= stop_at or self.sweep.pausing():
+        if (stop_at is not None and time.time() >= stop_at) or self.sweep.pausing():
             return  # left for the next call
         self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
 

@@ -171,10 +171,8 @@ class Run:
         self.rng.setstate(st.epoch_rng_state)
         batches = training_batches([len(w) for w in self.train_strings], c.batch_tokens, self.rng)
         while st.batch_index < len(batches):
-            if stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at:
-                self.paused = True
-                return False
-            if pause_file is not None and os.path.exists(pause_file):
+            late = stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at
+            if late or (pause_file is not None and os.path.exists(pause_file)):
                 self.paused = True
                 return False
             batch = batches[st.batch_index]
