@@ -210,9 +210,30 @@ def test_compare_prints_the_table(tmp_path, capsys, datasets_dir):
         "tol",
         "ok",
     ]
-    test_rows = [line.split() for line in lines[2:] if line.split()[1] == "test"]
+    table = lines[2 : lines.index("")]
+    test_rows = [line.split() for line in table if line.split()[1] == "test"]
     assert [r[2] for r in test_rows] == ["marker", "subject_rc", "subject_pp", "median_length"]
     assert all(r[-1] == "yes" for r in test_rows)
+    assert lines[-1].startswith("train~test: ")  # the legend
+    # With --published the whole distributions too: a split against itself is within noise.
+    code, out, _ = run(
+        capsys,
+        "data",
+        "--compare",
+        str(datasets_dir),
+        "--published",
+        str(datasets_dir),
+        "--task",
+        "passivization",
+    )
+    assert code == 0
+    distances = [line.split() for line in out.splitlines() if line.startswith("passivization")]
+    distances = [r for r in distances if r[2] in ("token", "bigram", "length")]
+    assert [(r[1], r[2]) for r in distances] == [
+        (split, feature) for split in ("test", "gen") for feature in ("token", "bigram", "length")
+    ]
+    # (plus a little: gen's lengths hardly vary, so its halves are 0.0002 apart)
+    assert all(float(r[3]) <= 1.5 * float(r[4]) + 0.005 for r in distances)
     code, _, err = run(capsys, "data", "--compare", str(tmp_path))
     assert code == 2 and "no <task>/test.tsv" in err
 

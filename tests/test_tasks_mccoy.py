@@ -25,6 +25,7 @@ from fruit.tasks.mccoy.lexicon import (
 )
 from fruit.tasks.mccoy.task import read_grammar
 from fruit.tasks.mccoy.templates import allocate
+from fruit.tasks.statistics import distribution_distances
 
 MCCOY = ("question-formation", "tense-reinflection", "tense-reinflection-with-do")
 TENSE = ("tense-reinflection", "tense-reinflection-with-do")
@@ -441,6 +442,26 @@ def test_generated_statistics_match_published(generated, published, slug):
         theirs = split_statistics(task, published[slug][split])
         for key in ours:
             assert abs(ours[key] - theirs[key]) <= 0.05, (split, key, ours[key], theirs[key])
+
+
+@pytest.mark.parametrize("slug", MCCOY)
+def test_generated_train_distribution_is_the_published_one(generated, published, slug):
+    # No published train file offline; train and test are draws from one distribution, so
+    # our train split's token, bigram and length distributions must be as close to the
+    # published test split's as two halves of that split are to each other.
+    for feature, (ours, noise) in distribution_distances(
+        generated[slug]["train"], published[slug]["test"]
+    ).items():
+        assert ours <= 1.5 * noise, (feature, ours, noise)
+
+
+def test_distribution_distance_sees_a_different_distribution(published):
+    # The oracle the test above relies on: the gen split (other constructions, same
+    # vocabulary) is far from test, and test's own halves are close.
+    test, gen = published["question-formation"]["test"], published["question-formation"]["gen"]
+    distances = distribution_distances(gen, test)
+    assert distances["bigram"][0] > 3 * distances["bigram"][1]
+    assert distances["length"][0] > 3 * distances["length"][1]
 
 
 def test_generate_rejects_bad_sizes():

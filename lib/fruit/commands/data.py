@@ -32,7 +32,7 @@ def add_arguments(parser):
     mode.add_argument(
         "--compare",
         metavar="DIR",
-        help="print the statistics of DIR's test/gen splits next to the published ones",
+        help="print the statistics of DIR's train/test/gen splits next to the published ones",
     )
     parser.add_argument(
         "--from",
@@ -43,7 +43,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--published",
         metavar="DIR",
-        help="with --compare: compute the published side from DIR/<task>/{test,gen}.tsv",
+        help="with --compare: compute the published side from DIR/<task>/{test,gen}.tsv, and "
+        "also compare whole token, bigram and length distributions",
     )
 
 
@@ -74,12 +75,18 @@ def main(args) -> int:
     if args.published and not args.compare:
         raise FruitError("--published DIR goes with --compare DIR")
     if args.compare:
-        from fruit.tasks.statistics import compare, format_table
+        from fruit.tasks import statistics
 
-        rows = compare(args.compare, slugs, args.published)
+        rows = statistics.compare(args.compare, slugs, args.published)
         if not rows:
             raise FruitError(f"{args.compare}: no <task>/test.tsv found to compare")
-        print(format_table(rows))
+        print(statistics.format_table(rows))
+        if args.published:
+            distances = statistics.compare_distributions(args.compare, args.published, slugs)
+            print("\nTotal variation distance to the published split, and between two random")
+            print("halves of it (sampling noise at the same size):\n")
+            print(statistics.format_distances(distances))
+        print(f"\n{statistics.LEGEND}")
         return 0 if all(r["ok"] is not False for r in rows) else 1
     if args.official:
         from fruit.tasks.official import import_official

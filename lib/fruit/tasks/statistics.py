@@ -3,12 +3,23 @@
 Four numbers per split: the share of transformation-marked lines, the shares of
 lines whose subject carries a relative clause / a prepositional phrase, and the
 median source length in tokens (marker included).
+
+And whole distributions (``distribution_distances``): the total variation distance
+between the token, bigram and length distributions of a generated split and a published
+one, next to the same distance between two random halves of the published split (what
+sampling alone gives at that size).
+
+The published training files are not available offline, but in both papers' data train,
+dev and test are draws from one distribution (gen is the held-out one), so a generated
+train split is held to the published *test* split.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import statistics
+from collections import Counter
 from pathlib import Path
 
 from fruit.tasks import MUELLER_TASKS, TASKS, get_task
@@ -16,8 +27,12 @@ from fruit.tasks.base import Example, Task
 from fruit.tasks.tsv import read_tsv
 
 STATISTICS = ("marker", "subject_rc", "subject_pp", "median_length")
-SPLITS_COMPARED = ("test", "gen")
-CHECKED_SPLITS = ("test",)  # held to the tolerance below; gen rows are shown for information
+SPLITS_COMPARED = ("train", "test", "gen")
+CHECKED_SPLITS = ("train", "test")  # held to the tolerance below; gen rows for information
+# The published split each generated split is compared with (no published train offline:
+# train and test are draws from the same distribution).
+PUBLISHED_SIDE = {"train": "test", "test": "test", "gen": "gen"}
+FEATURES = ("token", "bigram", "length")
 
 # Measured on the published files (docs/tasks.md §4.1-4.7, "Measured
 # statistics" tables: test and gen rows). An independent record: the tests check that
@@ -54,6 +69,15 @@ PUBLISHED = {
 }
 
 
+def split_label(split: str) -> str:
+    """'test', or 'train~test' where a generated split meets another published one."""
+    side = PUBLISHED_SIDE[split]
+    return split if split == side else f"{split}~{side}"
+
+
+LEGEND = "train~test: the generated train split against the published test split"
+
+
 def tolerance(slug: str) -> float:
     """How far a generated share may be from the published one (2 points for the Mueller
     tasks, 5 for McCoy's: what our generators meet on the test split)."""
@@ -78,8 +102,8 @@ def compare(
 ) -> list[dict]:
     """One row per (task, split, statistic) for every task folder found in ``data_dir``.
 
-    The published side is computed from ``published_dir`` when given, else taken from
-    the table above.
+    The published side (of the split ``PUBLISHED_SIDE`` names) is computed from
+    ``published_dir`` when given, else taken from the table above.
     """
     rows = []
     for slug in slugs:
@@ -92,19 +116,20 @@ def compare(
             if not path.is_file():
                 continue
             ours = split_statistics(task, read_tsv(path))
+            side = PUBLISHED_SIDE[split]
             if published_dir is not None:
                 theirs = split_statistics(
-                    task, read_tsv(Path(published_dir) / slug / f"{split}.tsv")
+                    task, read_tsv(Path(published_dir) / slug / f"{side}.tsv")
                 )
             else:
-                theirs = dict(zip(STATISTICS, PUBLISHED[slug][split]))
+                theirs = dict(zip(STATISTICS, PUBLISHED[slug][side]))
             for name in STATISTICS:
                 difference = abs(ours[name] - theirs[name])
                 checked = split in CHECKED_SPLITS
                 rows.append(
                     {
                         "task": slug,
-                        "split": split,
+                        "split": split_label(split),
                         "statistic": name,
                         "generated": ours[name],
                         "published": theirs[name],
@@ -133,7 +158,89 @@ def format_table(rows: list[dict]) -> str:
                 ok,
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return _columns(lines)
+
+
+def _columns(lines: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns, the first line a header underlined with dashes."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(text)
+
+
+def total_variation(p: Counter, q: Counter) -> float:
+    """Half the L1 distance between two empirical distributions given as counts."""
+    n_p, n_q = sum(p.values()), sum(q.values())
+    return 0.5 * sum(abs(p[k] / n_p - q[k] / n_q) for k in p.keys() | q.keys())
+
+
+def feature_counts(examples: list[Example]) -> dict[str, Counter]:
+    """Counts of source+target tokens, source bigrams and source lengths."""
+    counts = {name: Counter() for name in FEATURES}
+    for source, target in examples:
+        counts["token"].update(source)
+        counts["token"].update(target)
+        counts["bigram"].update(zip(source, source[1:]))
+        counts["length"][len(source)] += 1
+    return counts
+
+
+def distribution_distances(
+    ours: list[Example], theirs: list[Example], seed: int = 0
+) -> dict[str, tuple[float, float]]:
+    """feature -> (distance ours~theirs, distance between two halves of theirs).
+
+    Both distances compare two samples of the same size, half of ``theirs`` (``theirs``
+    is split at random in two halves; ``ours`` is sampled down to that size), so the
+    second number is what sampling noise alone gives and the first can be read against it.
+    """
+    rng = random.Random(seed)
+    shuffled = rng.sample(theirs, len(theirs))
+    half = len(shuffled) // 2
+    if half == 0 or len(ours) < half:
+        raise ValueError(f"need >= 2 published and >= {half} generated examples")
+    first, second = feature_counts(shuffled[:half]), feature_counts(shuffled[half : 2 * half])
+    sample = feature_counts(rng.sample(ours, half))
+    return {
+        name: (
+            total_variation(sample[name], first[name]),
+            total_variation(second[name], first[name]),
+        )
+        for name in FEATURES
+    }
+
+
+def compare_distributions(
+    data_dir: str | os.PathLike, published_dir: str | os.PathLike, slugs=TASKS
+) -> list[dict]:
+    """One row per (task, generated split, feature): ``distribution_distances`` of each
+    split of ``data_dir`` that has a published counterpart in ``published_dir``."""
+    rows = []
+    for slug in slugs:
+        for split in SPLITS_COMPARED:
+            ours_path = Path(data_dir) / slug / f"{split}.tsv"
+            theirs_path = Path(published_dir) / slug / f"{PUBLISHED_SIDE[split]}.tsv"
+            if not (ours_path.is_file() and theirs_path.is_file()):
+                continue
+            distances = distribution_distances(read_tsv(ours_path), read_tsv(theirs_path))
+            for name, (ours, noise) in distances.items():
+                rows.append(
+                    {
+                        "task": slug,
+                        "split": split_label(split),
+                        "feature": name,
+                        "distance": ours,
+                        "noise": noise,
+                    }
+                )
+    return rows
+
+
+def format_distances(rows: list[dict]) -> str:
+    header = ("task", "split", "feature", "TV generated", "TV published halves")
+    lines = [header] + [
+        (r["task"], r["split"], r["feature"], f"{r['distance']:.4f}", f"{r['noise']:.4f}")
+        for r in rows
+    ]
+    return _columns(lines)

@@ -1,0 +1,41 @@
+"""fruit.tasks.statistics: the distances behind `fruit data --compare` (oracle: hand sums)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+
+import pytest
+
+from fruit.tasks.statistics import distribution_distances, feature_counts, total_variation
+
+
+def test_total_variation_by_hand():
+    p = Counter(a=2, b=2)
+    assert total_variation(p, Counter(a=5, b=5)) == 0
+    assert total_variation(p, Counter(c=1)) == 1
+    # p = (1/2, 1/2, 0), q = (1/4, 1/4, 1/2): half of 1/4 + 1/4 + 1/2
+    q = Counter(a=1, b=1, c=2)
+    assert total_variation(p, q) == pytest.approx(float(Fraction(1, 2)))
+    assert total_variation(q, p) == total_variation(p, q)
+
+
+def test_feature_counts():
+    examples = [(["a", "b", "a", "quest"], ["b", "a"]), (["a", "decl"], ["a"])]
+    counts = feature_counts(examples)
+    assert counts["token"] == Counter(a=5, b=2, quest=1, decl=1)
+    assert counts["bigram"] == Counter(
+        {("a", "b"): 1, ("b", "a"): 1, ("a", "quest"): 1, ("a", "decl"): 1}
+    )
+    assert counts["length"] == Counter({4: 1, 2: 1})
+
+
+def test_distances_compare_equal_sizes_and_refuse_too_few():
+    theirs = [([w, "."], [w]) for w in "abcdefgh"]  # 8 -> two halves of 4
+    ours = [(["z", "."], ["z"])] * 4
+    distances = distribution_distances(ours, theirs)
+    assert distances["length"] == (0.0, 0.0)  # all of length 2
+    # ours: z 8/12, '.' 4/12; a half of theirs: 4 letters 2/12 each, '.' 4/12
+    assert distances["token"][0] == pytest.approx(0.5 * (8 / 12 + 4 * 2 / 12))
+    with pytest.raises(ValueError, match=">= 4 generated"):
+        distribution_distances(ours[:3], theirs)
