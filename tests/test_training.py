@@ -604,6 +604,30 @@ def test_a_pause_file_pauses_before_the_next_batch_and_the_run_resumes_exactly(t
     assert without_timing(resumed) == without_timing(whole)
 
 
+def test_a_run_resumed_by_another_commit_says_so_once(tmp_path, data_dir):
+    from fruit.provenance import git_state
+
+    if git_state()["commit"] is None:
+        pytest.skip("the code does not run from a git checkout: no commit to compare")
+    config = tiny_config(data_dir, checkpoint_every=30, max_epochs=2)
+    pause = tmp_path / "PAUSE"
+    run_dir = tmp_path / "run"
+    pause.touch()
+    for _ in range(2):  # paused before its first batch, then resumed by the same code
+        training.Run(config, run_dir).train(pause_file=pause)
+    assert (run_dir / "checkpoint.pt").is_file() and not (run_dir / "warnings.log").exists()
+    # config.json now says another commit started the run
+    record = json.loads((run_dir / "config.json").read_text())
+    record["provenance"]["git"]["commit"] = "0123456789" * 4
+    (run_dir / "config.json").write_text(json.dumps(record))
+    for _ in range(2):  # two more pauses: one warning, not two
+        training.Run(config, run_dir).train(pause_file=pause)
+    pause.unlink()
+    metrics = training.train_run(config, run_dir, stop_at=None)
+    (warning,) = metrics["warnings"]
+    assert "resumed by commit " in warning and "started by 0123456" in warning
+
+
 # The training state in checkpoint.pt as the code has always written it: a plain dict with
 # exactly these keys (runs paused by earlier versions must resume, and the other way round).
 CHECKPOINT_STATE_KEYS = {

@@ -1,7 +1,9 @@
 """Opening a run folder again (docs/contracts.md §5): record or check ``config.json``,
 resume from ``checkpoint.pt``, or -- when either record of an unfinished run is damaged --
 keep it as ``<name>.damaged`` and train from scratch, with a warning in warnings.log.
-A finished run's records are never replaced."""
+A finished run's records are never replaced. A run resumed by another commit of the code
+than the one config.json says started it gets a warning too: its numbers may then differ
+from those of an uninterrupted run at either commit."""
 
 from __future__ import annotations
 
@@ -11,15 +13,16 @@ from fruit.errors import FruitError
 from fruit.io import PAUSED_MARKER, DamagedRecord
 from fruit.training import checkpoints
 from fruit.training.checkpoints import BEST, CHECKPOINT, write_log
-from fruit.training.config import write_or_check_config
+from fruit.training.config import read_config, write_or_check_config
 from fruit.training.records import config_record
 
 
 def open_folder(run) -> None:
     """Write (or check against) config.json, then resume ``run`` from checkpoint.pt when
     the folder has one and the run is unfinished; ``run`` starts fresh beforehand."""
+    record = config_record(run)
     try:
-        write_or_check_config(run.dir, config_record(run))
+        write_or_check_config(run.dir, record)
     except DamagedRecord as e:
         if run.finished:
             raise FruitError(
@@ -27,7 +30,7 @@ def open_folder(run) -> None:
                 f"{run.dir} to train that run again"
             ) from None
         restart(run, f"config.json could not be read ({e.reason})", "config.json")
-        write_or_check_config(run.dir, config_record(run))
+        write_or_check_config(run.dir, record)
     if (run.dir / CHECKPOINT).is_file() and not run.finished:
         try:
             run.state = checkpoints.load_checkpoint(
@@ -40,6 +43,21 @@ def open_folder(run) -> None:
             restart(run, f"checkpoint.pt could not be restored ({reason})", CHECKPOINT)
         else:
             write_log(run.dir, run.state.log)
+            warn_if_other_commit(run, record["provenance"]["git"]["commit"])
+
+
+def warn_if_other_commit(run, commit: str | None) -> None:
+    """Resuming with code of another commit than the run started with: say so once, in
+    warnings.log and so in metrics.json (both commits unknown outside git: no check)."""
+    started = (read_config(run.dir) or {}).get("provenance", {}).get("git", {}).get("commit")
+    if not (commit and started) or commit == started:
+        return
+    message = (
+        f"resumed by commit {commit[:7]}, started by {started[:7]}: the code changed in "
+        "between, so the result may differ from an uninterrupted run at either commit"
+    )
+    if not any(line.endswith(message) for line in checkpoints.read_warnings(run.dir)):
+        run.warn(message)
 
 
 def restart(run, reason: str, damaged: str) -> None:
