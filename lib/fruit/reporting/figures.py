@@ -18,6 +18,7 @@ from pathlib import Path
 
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from fruit.io import atomic_open
@@ -127,42 +128,88 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
     return paths
 
 
+# One marker per accuracy column in the ours-vs-paper picture: circles for full accuracy,
+# squares for partial; filled for test and hierarchical, open for linear.
+CELL_MARKERS = {
+    ("full", "test"): ("o", "FA test", True),
+    ("full", "hierarchical"): ("^", "FA hier.", True),
+    ("full", "linear"): ("v", "FA linear", False),
+    ("partial", "test"): ("D", "PA test", True),
+    ("partial", "hierarchical"): ("s", "PA hier.", True),
+    ("partial", "linear"): ("s", "PA linear", False),
+}
+
+
 def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
     """Our cell means against the paper's, both with ±1 std error bars, and the identity
-    line: one point per (task, architecture, accuracy column), one colour per task.
+    line: one point per (task, architecture, accuracy column), one colour per task and one
+    marker per column (``CELL_MARKERS``), each with its legend.
 
     ``records`` are ``fruit.reporting.tables.comparison`` records; the log-ratio columns
     (another scale) are left out, and so are cells missing on either side."""
     points = [
         r
         for r in records
-        if r["column"] != "log_ratio" and r["ours_mean"] is not None and r["paper_mean"] is not None
+        if (r["accuracy"], r["column"]) in CELL_MARKERS
+        and r["ours_mean"] is not None
+        and r["paper_mean"] is not None
     ]
     tasks = list(dict.fromkeys(r["task"] for r in points))
+    cells = [c for c in CELL_MARKERS if any((r["accuracy"], r["column"]) == c for r in points)]
     colours = dict(zip(tasks, sns.color_palette("colorblind", max(len(tasks), 1))))
     with sns.axes_style("ticks"):
         fig = Figure(figsize=(5.5, 5.8), dpi=DPI, layout="constrained")
         ax = fig.subplots()
         ax.plot([0, 1], [0, 1], color="0.6", linewidth=0.8, zorder=0)
         for task in tasks:
-            mine = [r for r in points if r["task"] == task]
-            ax.errorbar(
-                [r["paper_mean"] for r in mine],
-                [r["ours_mean"] for r in mine],
-                xerr=[r["paper_std"] or 0.0 for r in mine],
-                yerr=[r["ours_std"] or 0.0 for r in mine],
-                fmt="o",
-                markersize=4,
-                elinewidth=0.8,
-                capsize=2,
-                color=colours[task],
-                label=TASK_TITLES.get(task, task).capitalize(),
-            )
+            for cell in cells:
+                mine = [
+                    r for r in points if r["task"] == task and (r["accuracy"], r["column"]) == cell
+                ]
+                if not mine:
+                    continue
+                marker, _, filled = CELL_MARKERS[cell]
+                ax.errorbar(
+                    [r["paper_mean"] for r in mine],
+                    [r["ours_mean"] for r in mine],
+                    xerr=[r["paper_std"] or 0.0 for r in mine],
+                    yerr=[r["ours_std"] or 0.0 for r in mine],
+                    fmt=marker,
+                    markersize=5,
+                    markerfacecolor=colours[task] if filled else "white",
+                    elinewidth=0.8,
+                    capsize=2,
+                    color=colours[task],
+                )
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
         ax.set_aspect("equal")
         ax.set_xlabel("paper (mean of 5 runs, ±1 std)")
         ax.set_ylabel("ours (mean over final runs, ±1 std)")
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        task_handles = [
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker="o",
+                color=colours[t],
+                label=TASK_TITLES.get(t, t).capitalize(),
+            )
+            for t in tasks
+        ]
+        cell_handles = [
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker=CELL_MARKERS[c][0],
+                color="0.3",
+                markerfacecolor="0.3" if CELL_MARKERS[c][2] else "white",
+                label=CELL_MARKERS[c][1],
+            )
+            for c in cells
+        ]
+        ax.add_artist(ax.legend(handles=task_handles, loc="upper left", fontsize=8, frameon=False))
+        ax.legend(handles=cell_handles, loc="lower right", fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=8, x=0.02, ha="left", wrap=True)
     return fig
