@@ -39,3 +39,27 @@ def test_distances_compare_equal_sizes_and_refuse_too_few():
     assert distances["token"][0] == pytest.approx(0.5 * (8 / 12 + 4 * 2 / 12))
     with pytest.raises(ValueError, match=">= 4 generated"):
         distribution_distances(ours[:3], theirs)
+
+
+def test_a_published_train_split_is_compared_with_train(tmp_path, datasets_dir):
+    import shutil
+
+    from fruit.tasks import get_task, read_tsv
+    from fruit.tasks.statistics import compare, compare_distributions, split_statistics
+
+    slug = "question-formation"
+    source = datasets_dir / slug
+    ours, theirs = tmp_path / "ours" / slug, tmp_path / "theirs" / slug
+    for folder in (ours, theirs):
+        folder.mkdir(parents=True)
+        for split in ("test", "gen"):
+            shutil.copy(source / f"{split}.tsv", folder / f"{split}.tsv")
+    shutil.copy(source / "test.tsv", ours / "train.tsv")
+    without = compare(ours.parent, [slug], theirs.parent)  # no published train: train~test
+    assert {r["split"] for r in without} == {"train~test", "test", "gen"}
+    shutil.copy(source / "dev.tsv", theirs / "train.tsv")  # now one to compare with
+    rows = [r for r in compare(ours.parent, [slug], theirs.parent) if r["split"] == "train"]
+    expected = split_statistics(get_task(slug), read_tsv(source / "dev.tsv"))
+    assert {r["statistic"]: r["published"] for r in rows} == expected
+    splits = {r["split"] for r in compare_distributions(ours.parent, theirs.parent, [slug])}
+    assert splits == {"train", "test", "gen"}
