@@ -240,6 +240,54 @@ def test_progress_estimate_and_line():
     )
 
 
+def test_every_profile_file_loads():
+    assert set(profile_names()) >= set(SHIPPED)
+    for name in profile_names():
+        assert load_profile(name).name == name
+
+
+# The experiments behind the claims campaign rerun its final runs of Tf on question
+# formation with one thing changed; everything else must be the claims runs'.
+EXPERIMENTS = {  # profile -> whether it trains on the claims training set
+    "qf-patience": True,
+    "qf-train-sample": False,
+    "qf-train-20k-generated": True,  # the same generator and seed, 20k lines
+    "qf-train-20k-published": True,  # (its data folder is filled by hand)
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_profiles_pair_with_the_claims_finals(name):
+    import json
+
+    claims, p = load_profile("claims"), load_profile(name)
+    selection = Path(__file__).resolve().parents[1] / (
+        "results/runs/claims/question-formation/Tf/selection.json"
+    )
+    if not selection.is_file():
+        pytest.skip("the claims selection for Tf on question formation is not committed")
+    chosen = json.loads(selection.read_text())
+    assert p.pairs == (("question-formation", "Tf"),) and p.search_trials == 0
+    assert (p.final_learning_rate, p.final_batch_tokens) == (
+        chosen["learning_rate"],
+        chosen["batch_tokens"],
+    )
+    assert (
+        plan(p)["final_seeds"]["question-formation/Tf"]
+        == (plan(claims)["final_seeds"]["question-formation/Tf"][: p.final_runs])
+    )
+    same_data = p.task_data_seed("question-formation") == claims.task_data_seed(
+        "question-formation"
+    )
+    assert same_data == EXPERIMENTS[name]
+    assert p.data_source == claims.data_source
+    assert {s: p.sizes[s] for s in ("dev", "test", "gen")} == {
+        s: claims.sizes[s] for s in ("dev", "test", "gen")
+    }
+    assert p.training["checkpoint_every"] == claims.training["checkpoint_every"]
+    assert p.final_max_epochs == claims.final_max_epochs
+
+
 def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
     """The sizes, data folder and data seed a sweep passes to the train notebook are the
     ones `fruit train --profile` resolves by itself: one source (fruit.profiles) for both."""
