@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -219,13 +220,17 @@ def test_resume_refuses_different_settings(tmp_path, data_dir):
         training.Run(tiny_config(data_dir, learning_rate=0.5), tmp_path / "run")
 
 
+# every shipped profile (sorted, "PATH.toml" first), as an unknown name's error lists them
+PROFILE_CHOICES = ", ".join(sorted(["PATH.toml", *profiles.profile_names()]))
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
         (["--task", "nope", "--architecture", "Tf"], "unknown task 'nope'; valid choices:"),
         (["--task", "passivization", "--architecture", "GRU"], "unknown architecture 'GRU'"),
         (["--task", "passivization", "--architecture", "Tf", "--data-dir", "/nonexistent/x"], "data directory /nonexistent/x does not exist"),
-        (["--task", "passivization", "--architecture", "Tf", "--profile", "nope"], "unknown profile 'nope'; valid choices: PATH.toml, claims, paper, quick, smoke"),
+        (["--task", "passivization", "--architecture", "Tf", "--profile", "nope"], f"unknown profile 'nope'; valid choices: {PROFILE_CHOICES}"),
         (["--task", "passivization", "--architecture", "Tf", "--profile", "/nonexistent/mine.toml"], "profile file '/nonexistent/mine.toml' does not exist"),
     ],
 )  # fmt: skip
@@ -498,7 +503,7 @@ def test_user_profile_file_and_unknown_names(tmp_path):
         training.resolve_config(training.RunConfig("passivization", "LSTM", profile="nope.toml"))
     with pytest.raises(
         FruitError,
-        match=r"^unknown profile 'mine'; valid choices: PATH.toml, claims, paper, quick, smoke$",
+        match=rf"^unknown profile 'mine'; valid choices: {re.escape(PROFILE_CHOICES)}$",
     ):
         training.resolve_config(training.RunConfig("passivization", "LSTM", profile="mine"))
     # every size and the data explicit (as fruit run passes them): the name needs no file
