@@ -43,8 +43,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--published",
         metavar="DIR",
-        help="with --compare: compute the published side from DIR/<task>/{test,gen}.tsv, and "
-        "also compare whole token, bigram and length distributions",
+        help="with --compare: compute the published side from DIR/<task>/{train,test,gen}.tsv "
+        "(train where DIR has it, else test), and also compare whole token, bigram and length "
+        "distributions",
     )
 
 

@@ -48,7 +48,8 @@ def open_folder(run) -> None:
 
 def warn_if_other_commit(run, commit: str | None) -> None:
     """Resuming with code of another commit than the run started with: say so once, in
-    warnings.log and so in metrics.json (both commits unknown outside git: no check)."""
+    warnings.log and so in metrics.json (no check where either commit is unknown, e.g.
+    outside a git checkout)."""
     started = (read_config(run.dir) or {}).get("provenance", {}).get("git", {}).get("commit")
     if not (commit and started) or commit == started:
         return
