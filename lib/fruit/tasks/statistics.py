@@ -80,6 +80,24 @@ def published_side(split: str, published_dir: str | os.PathLike | None, slug: st
     return PUBLISHED_SIDE[split]
 
 
+def compared_splits(data_dir, slugs, published_dir):
+    """(slug, split, side, our file) for every generated split of ``data_dir`` compared
+    with the published split ``side`` (``published_side``); tasks without test.tsv are
+    skipped."""
+    for slug in slugs:
+        folder = Path(data_dir) / slug
+        if not (folder / "test.tsv").is_file():
+            continue
+        for split in SPLITS_COMPARED:
+            if (folder / f"{split}.tsv").is_file():
+                yield (
+                    slug,
+                    split,
+                    published_side(split, published_dir, slug),
+                    folder / f"{split}.tsv",
+                )
+
+
 def split_label(split: str, side: str) -> str:
     """'test', or 'train~test' where a generated split meets another published one."""
     return split if split == side else f"{split}~{side}"
@@ -116,38 +134,28 @@ def compare(
     ``published_dir`` when given, else taken from the table above.
     """
     rows = []
-    for slug in slugs:
-        folder = Path(data_dir) / slug
-        if not (folder / "test.tsv").is_file():
-            continue
+    for slug, split, side, path in compared_splits(data_dir, slugs, published_dir):
         task = get_task(slug)
-        for split in SPLITS_COMPARED:
-            path = folder / f"{split}.tsv"
-            if not path.is_file():
-                continue
-            ours = split_statistics(task, read_tsv(path))
-            side = published_side(split, published_dir, slug)
-            if published_dir is not None:
-                theirs = split_statistics(
-                    task, read_tsv(Path(published_dir) / slug / f"{side}.tsv")
-                )
-            else:
-                theirs = dict(zip(STATISTICS, PUBLISHED[slug][side]))
-            for name in STATISTICS:
-                difference = abs(ours[name] - theirs[name])
-                checked = split in CHECKED_SPLITS
-                rows.append(
-                    {
-                        "task": slug,
-                        "split": split_label(split, side),
-                        "statistic": name,
-                        "generated": ours[name],
-                        "published": theirs[name],
-                        "difference": difference,
-                        "tolerance": tolerance(slug),
-                        "ok": (difference <= tolerance(slug)) if checked else None,
-                    }
-                )
+        ours = split_statistics(task, read_tsv(path))
+        if published_dir is not None:
+            theirs = split_statistics(task, read_tsv(Path(published_dir) / slug / f"{side}.tsv"))
+        else:
+            theirs = dict(zip(STATISTICS, PUBLISHED[slug][side]))
+        for name in STATISTICS:
+            difference = abs(ours[name] - theirs[name])
+            checked = split in CHECKED_SPLITS
+            rows.append(
+                {
+                    "task": slug,
+                    "split": split_label(split, side),
+                    "statistic": name,
+                    "generated": ours[name],
+                    "published": theirs[name],
+                    "difference": difference,
+                    "tolerance": tolerance(slug),
+                    "ok": (difference <= tolerance(slug)) if checked else None,
+                }
+            )
     return rows
 
 
@@ -227,24 +235,21 @@ def compare_distributions(
     """One row per (task, generated split, feature): ``distribution_distances`` of each
     split of ``data_dir`` that has a published counterpart in ``published_dir``."""
     rows = []
-    for slug in slugs:
-        for split in SPLITS_COMPARED:
-            ours_path = Path(data_dir) / slug / f"{split}.tsv"
-            side = published_side(split, published_dir, slug)
-            theirs_path = Path(published_dir) / slug / f"{side}.tsv"
-            if not (ours_path.is_file() and theirs_path.is_file()):
-                continue
-            distances = distribution_distances(read_tsv(ours_path), read_tsv(theirs_path))
-            for name, (ours, noise) in distances.items():
-                rows.append(
-                    {
-                        "task": slug,
-                        "split": split_label(split, side),
-                        "feature": name,
-                        "distance": ours,
-                        "noise": noise,
-                    }
-                )
+    for slug, split, side, ours_path in compared_splits(data_dir, slugs, published_dir):
+        theirs_path = Path(published_dir) / slug / f"{side}.tsv"
+        if not theirs_path.is_file():
+            continue
+        distances = distribution_distances(read_tsv(ours_path), read_tsv(theirs_path))
+        for name, (ours, noise) in distances.items():
+            rows.append(
+                {
+                    "task": slug,
+                    "split": split_label(split, side),
+                    "feature": name,
+                    "distance": ours,
+                    "noise": noise,
+                }
+            )
     return rows
 
 
