@@ -93,6 +93,29 @@ def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
     assert again.ok and again.trained == 0 and again.found_complete == 8, out
 
 
+def test_never_more_runs_on_dask_than_worker_slots(tmp_path: Path, cluster, monkeypatch):
+    """Dask places a run on a worker when it is submitted and never moves it, so a run
+    submitted while both workers were busy could wait behind an hours-long run while the
+    other worker idled (it did, in the claims campaign). Runs go to Dask only into free
+    slots: at every submission at most one other run is unfinished (2 workers)."""
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"], step_seconds=0.1)
+    profile = _profile(tmp_path, trials=2, runs=1)
+    futures, outstanding = [], []
+    submit = Sweep.submit
+
+    def counting_submit(self, spec, attempt):
+        outstanding.append(1 + sum(not f.done() for f in futures))
+        futures.append(submit(self, spec, attempt))
+        return futures[-1]
+
+    monkeypatch.setattr(Sweep, "submit", counting_submit)
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.ok and result.trained == 2 * (2 + 1), out
+    assert len(futures) == 6 and max(outstanding) == 2, outstanding
+    assert "done 6 / running 0 / failed 0 / left 0 of 6" in out
+
+
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     write_fake_notebook(tmp_path)
     fail = {"question-formation/Tf/search-1": 1, "question-formation/Tf+Sup/search-0": 99}

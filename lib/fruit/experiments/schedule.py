@@ -57,20 +57,19 @@ class Schedule:
         self.search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
         self.pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
+        self.waiting: list[tuple[RunSpec, int]] = []  # launched, not yet submitted
 
     def execute(self) -> None:
         """Submit every unfinished run and follow them until none is pending (or the
         time limit ends the sweep)."""
-        # Costliest first: idle workers take runs as soon as they are submitted, so the
-        # submission order (not only the Dask priority) decides what starts first.
-        for spec in sorted(self._collect_finished(), key=relative_cost, reverse=True):
+        for spec in self._collect_finished():
             self._launch(spec)
         for group in self.search:
             if self._search_closed(group):
                 self._start_finals(group)
 
         deadline = self.sweep.deadline
-        while self.pending:
+        while self.pending or self._submit_waiting():
             self.progress.running = self._running()
             self.progress.show(self._left_specs())
             if deadline is not None and time.time() >= deadline:
@@ -85,15 +84,33 @@ class Schedule:
                     self._on_result(spec, *future.result())
                 else:
                     self._on_failure(spec, attempt, future.exception())
+            self._submit_waiting()
         self.progress.running = 0
         self.progress.show([], force=True)
         self.progress.end()
 
     def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
+        self.waiting.append((spec, attempt))
+        self._submit_waiting()
+
+    def _submit_waiting(self) -> bool:
+        """Submit waiting runs, costliest first, while a worker slot is free; True if any
+        was submitted. Never more runs than slots go to Dask: Dask places a task on a
+        worker when it is submitted and never moves it (work stealing is off, and it
+        would not move a task with resource restrictions), so a run queued behind a busy
+        worker's hours-long run would wait there while another worker idles."""
         stop_at = self.sweep.stop_at
         if (stop_at is not None and time.time() >= stop_at) or self.sweep.pausing():
-            return  # left for the next call
-        self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
+            self.waiting.clear()  # left for the next call
+            return False
+        free = self.sweep.cluster.slots() - len(self.pending) if self.waiting else 0
+        if free <= 0:
+            return False
+        self.waiting.sort(key=lambda item: relative_cost(item[0]), reverse=True)  # stable
+        for spec, attempt in self.waiting[:free]:
+            self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
+        del self.waiting[:free]
+        return True
 
     def _abandon(self) -> None:
         """At the time limit: give up what is still pending (a run evaluating, one that
@@ -102,6 +119,7 @@ class Schedule:
             future.cancel()
             self.sweep.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
         self.pending.clear()
+        self.waiting.clear()
 
     def _found_complete(self) -> None:
         self.result.found_complete += 1
@@ -198,7 +216,7 @@ class Schedule:
     def _left_specs(self) -> list[RunSpec]:
         """Runs still to do (pending, plus final runs of groups whose search is open),
         for the time estimate."""
-        left = [s for s, _ in self.pending.values()]
+        left = [s for s, _ in self.pending.values()] + [s for s, _ in self.waiting]
         for task, arch in self.search:
             if not self._search_closed((task, arch)):
                 left += final_specs(self.profile, task, arch, 0.0, 0)
