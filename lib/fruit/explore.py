@@ -106,6 +106,17 @@ def load_run(
 # --- outputs ---------------------------------------------------------------------------------
 
 
+def generalization_by_subject(run: LoadedRun, data_dir: str | Path | None = None) -> list[dict]:
+    """FA (and first-word PA) over the run's generalization set, one row per kind of
+    relative clause on the subject (``fruit.breakdown``): where a mean comes from."""
+    from fruit.breakdown import by_subject
+    from fruit.tasks import read_tsv
+
+    folder = Path(data_dir or run.config["data_dir"]) / run.config["task"]
+    gen, gen_linear = (read_tsv(folder / name) for name in ("gen.tsv", "gen.linear.tsv"))
+    return by_subject(run.model, run.task, run.vocab, gen=gen, gen_linear=gen_linear)
+
+
 def _prompt_state(run: LoadedRun, source: list[str]):
     """Feed the source to the model: -> (logits for y_1 (1, V+1), state)."""
     from fruit.evaluation import prompt_state
