@@ -155,9 +155,9 @@ class Authors:
         return self.interface.get_logits(self.model, model_input)
 
 
-@torch.no_grad()
-def copy_weights(ours, theirs) -> None:
-    """Our Tf's parameters into rau's transformer (same shapes, same meaning)."""
+def weight_pairs(ours, theirs) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(our parameter, rau's parameter) for every parameter of our Tf: same shapes, same
+    meaning (the embedding rows are in each model's own vocabulary order)."""
     from rau.models.transformer.input_layer import ScaledEmbeddingLayer
 
     (embedding,) = [m for m in theirs.modules() if isinstance(m, ScaledEmbeddingLayer)]
@@ -183,7 +183,13 @@ def copy_weights(ours, theirs) -> None:
         (ours.final_norm.weight, encoder.norm.weight),
         (ours.final_norm.bias, encoder.norm.bias),
     ]
-    for source, target in pairs:
+    return pairs
+
+
+@torch.no_grad()
+def copy_weights(ours, theirs) -> None:
+    """Our Tf's parameters into rau's transformer."""
+    for source, target in weight_pairs(ours, theirs):
         target.copy_(source)
 
 

@@ -1,0 +1,66 @@
+"""benchmarks/authors_training.py: clear errors on bad arguments, and (where rau is
+installed) that rau's weights copied into our Tf through the two vocabularies give rau's
+logits, while a wrong row mapping is caught by the script's own check."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+
+import pytest
+
+
+def load_script(repo_root):
+    spec = importlib.util.spec_from_file_location(
+        "authors_training", repo_root / "benchmarks" / "authors_training.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_refuses_a_folder_that_is_not_rau(repo_root, tmp_path):
+    script = load_script(repo_root)
+    with pytest.raises(SystemExit, match="not a rau checkout"):
+        script.main(["--rau-src", str(tmp_path), "--run", str(tmp_path), "--out", str(tmp_path)])
+
+
+def test_refuses_a_run_of_another_architecture(repo_root, tmp_path):
+    script = load_script(repo_root)
+    (tmp_path / "rau").mkdir()
+    (tmp_path / "rau" / "cli.py").write_text("")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"architecture": "Tf+Nd"}))
+    with pytest.raises(SystemExit, match="Tf\\+Nd run; this check covers Tf only"):
+        script.main(
+            ["--rau-src", str(tmp_path), "--run", str(tmp_path / "run"), "--out", str(tmp_path)]
+        )
+
+
+def test_rau_weights_in_our_tf_give_raus_logits(repo_root):
+    pytest.importorskip("rau", reason="rau is not installed (it is never a project dependency)")
+    import torch
+
+    from fruit.tasks import Vocabulary
+
+    script = load_script(repo_root)
+    spec = importlib.util.spec_from_file_location(
+        "bench_authors", repo_root / "benchmarks" / "authors_transformer.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    vocab = Vocabulary(["a", "b", "c", "d", "e", "f", "g"])
+    their_tokens = list(vocab.types)
+    random.Random(1).shuffle(their_tokens)  # rau numbers the words in another order
+    d = 12
+    authors = bench.Authors(vocab.size, d, 10, torch.Generator().manual_seed(0))
+    theirs = authors.model.eval()
+    ours, rows = script.into_ours(theirs, their_tokens, vocab, d)
+    assert rows[: vocab.size] == [their_tokens.index(t) for t in vocab.types]
+    strings = [[1, 2, 3, 4, 5, 6], [0, 6], [3, 3, 3, 1]]
+    assert script.check_same_function(ours, theirs, authors.interface, rows, strings) < 1e-5
+    # The identity mapping is wrong here, and the check sees it.
+    identity = list(range(vocab.size + 2))
+    assert script.check_same_function(ours, theirs, authors.interface, identity, strings) > 1e-3
