@@ -100,7 +100,7 @@ def test_never_more_runs_on_dask_than_worker_slots(tmp_path: Path, cluster, monk
     slots: at every submission at most one other run is unfinished (2 workers)."""
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"], step_seconds=0.1)
-    profile = _profile(tmp_path, trials=2, runs=1)
+    profile = _profile(tmp_path, trials=3, runs=1, architectures=("Tf",))
     futures, outstanding = [], []
     submit = Sweep.submit
 
@@ -111,9 +111,9 @@ def test_never_more_runs_on_dask_than_worker_slots(tmp_path: Path, cluster, monk
 
     monkeypatch.setattr(Sweep, "submit", counting_submit)
     result, out = _sweep(tmp_path, cluster, profile)
-    assert result.ok and result.trained == 2 * (2 + 1), out
-    assert len(futures) == 6 and max(outstanding) == 2, outstanding
-    assert "done 6 / running 0 / failed 0 / left 0 of 6" in out
+    assert result.ok and result.trained == 3 + 1, out
+    assert len(futures) == 4 and max(outstanding) == 2, outstanding  # 3 before the fix
+    assert "done 4 / running 0 / failed 0 / left 0 of 4" in out
 
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
