@@ -96,9 +96,10 @@ class Schedule:
     def _submit_waiting(self) -> bool:
         """Submit waiting runs, costliest first, while a worker slot is free; True if any
         was submitted. Never more runs than slots go to Dask: Dask places a task on a
-        worker when it is submitted and never moves it (work stealing is off, and it
-        would not move a task with resource restrictions), so a run queued behind a busy
-        worker's hours-long run would wait there while another worker idles."""
+        worker when it is submitted and, with work stealing off (cluster.QUIET_DASK),
+        never moves it, so a run queued behind a busy worker's hours-long run would wait
+        there while another worker idles. (With a fixed number of workers nothing is
+        lost by holding runs back; workers that join later raise ``slots()``.)"""
         stop_at = self.sweep.stop_at
         if (stop_at is not None and time.time() >= stop_at) or self.sweep.pausing():
             self.waiting.clear()  # left for the next call
