@@ -108,12 +108,16 @@ def load_run(
 
 def generalization_by_subject(run: LoadedRun, data_dir: str | Path | None = None) -> list[dict]:
     """FA (and first-word PA) over the run's generalization set, one row per kind of
-    relative clause on the subject (``fruit.breakdown``): where a mean comes from."""
+    relative clause on the subject (``fruit.breakdown``): where a mean comes from. The
+    linear targets are gen.linear.tsv's, or the task's linear rule where that is absent."""
     from fruit.breakdown import by_subject
     from fruit.tasks import read_tsv
+    from fruit.tasks.splits import linear_examples
 
     folder = Path(data_dir or run.config["data_dir"]) / run.config["task"]
-    gen, gen_linear = (read_tsv(folder / name) for name in ("gen.tsv", "gen.linear.tsv"))
+    gen = read_tsv(folder / "gen.tsv")
+    linear = folder / "gen.linear.tsv"
+    gen_linear = read_tsv(linear) if linear.is_file() else linear_examples(run.task, gen)
     return by_subject(run.model, run.task, run.vocab, gen=gen, gen_linear=gen_linear)
 
 
