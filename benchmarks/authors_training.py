@@ -98,7 +98,7 @@ def train(rau_src: Path, config: dict, data: Path, model: Path, time_limit: str 
         args += ["--time-limit", str(int(parse_duration(time_limit)))]  # rau reads seconds
     code = rau(rau_src, *args)
     if code != 0 and (model / "checkpoint.pt").is_file():
-        print("paused by the time limit; run the same command again to continue")
+        print("rau stopped before the end (time limit or signal); the same command continues")
         return False
     if code != 0:
         sys.exit(f"rau lm train failed with exit status {code}")
