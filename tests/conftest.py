@@ -41,6 +41,20 @@ def repo_root() -> Path:
     return REPO
 
 
+@pytest.fixture(scope="session")
+def benchmark_script():
+    """``load(name)``: benchmarks/<name>.py as a module (the scripts are not a package)."""
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

@@ -4,30 +4,20 @@ logits, while a wrong row mapping is caught by the script's own check."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 
 import pytest
 
 
-def load_script(repo_root):
-    spec = importlib.util.spec_from_file_location(
-        "authors_training", repo_root / "benchmarks" / "authors_training.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_refuses_a_folder_that_is_not_rau(repo_root, tmp_path):
-    script = load_script(repo_root)
+def test_refuses_a_folder_that_is_not_rau(benchmark_script, tmp_path):
+    script = benchmark_script("authors_training")
     with pytest.raises(SystemExit, match="not a rau checkout"):
         script.main(["--rau-src", str(tmp_path), "--run", str(tmp_path), "--out", str(tmp_path)])
 
 
-def test_refuses_a_run_of_another_architecture(repo_root, tmp_path):
-    script = load_script(repo_root)
+def test_refuses_a_run_of_another_architecture(benchmark_script, tmp_path):
+    script = benchmark_script("authors_training")
     (tmp_path / "rau").mkdir()
     (tmp_path / "rau" / "cli.py").write_text("")
     (tmp_path / "run").mkdir()
@@ -38,18 +28,14 @@ def test_refuses_a_run_of_another_architecture(repo_root, tmp_path):
         )
 
 
-def test_rau_weights_in_our_tf_give_raus_logits(repo_root):
+def test_rau_weights_in_our_tf_give_raus_logits(benchmark_script):
     pytest.importorskip("rau", reason="rau is not installed (it is never a project dependency)")
     import torch
 
     from fruit.tasks import Vocabulary
 
-    script = load_script(repo_root)
-    spec = importlib.util.spec_from_file_location(
-        "bench_authors", repo_root / "benchmarks" / "authors_transformer.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    script = benchmark_script("authors_training")
+    bench = benchmark_script("authors_transformer")
 
     vocab = Vocabulary(["a", "b", "c", "d", "e", "f", "g"])
     their_tokens = list(vocab.types)

@@ -3,22 +3,11 @@ and (where rau is installed) that rau's transformer with our weights is our Tf."
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 
-def load_benchmark(repo_root):
-    spec = importlib.util.spec_from_file_location(
-        "bench_authors", repo_root / "benchmarks" / "authors_transformer.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_benchmark_skips_without_rau_or_data(repo_root, tmp_path, capsys):
-    bench = load_benchmark(repo_root)
+def test_benchmark_skips_without_rau_or_data(benchmark_script, tmp_path, capsys):
+    bench = benchmark_script("authors_transformer")
     assert bench.main(["--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "skipped" in out
@@ -28,8 +17,8 @@ def test_benchmark_skips_without_rau_or_data(repo_root, tmp_path, capsys):
         assert "rau is not importable" in out
 
 
-def test_speeds_against_hand_computed_values(repo_root):
-    bench = load_benchmark(repo_root)
+def test_speeds_against_hand_computed_values(benchmark_script):
+    bench = benchmark_script("authors_transformer")
     times = {
         "ours": [(1.0, 100), (2.0, 300)],  # 400 tokens in 3 s
         "authors": [(2.0, 100), (2.0, 300)],  # 400 tokens in 4 s
@@ -42,11 +31,11 @@ def test_speeds_against_hand_computed_values(repo_root):
     assert got["authors"][3:] == (1.0, 1.0)
 
 
-def test_rau_with_our_weights_computes_our_function(repo_root):
+def test_rau_with_our_weights_computes_our_function(benchmark_script):
     pytest.importorskip("rau", reason="rau is not installed (it is never a project dependency)")
     import torch
 
-    bench = load_benchmark(repo_root)
+    bench = benchmark_script("authors_transformer")
     torch.manual_seed(0)
     V, d = 7, 12
     ours = bench.Ours(V, d=d)

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 
 
-def load_benchmark(repo_root):
-    spec = importlib.util.spec_from_file_location(
-        "bench_models", repo_root / "benchmarks" / "models.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_batches_respect_budget(repo_root):
-    bench = load_benchmark(repo_root)
+def test_batches_respect_budget(benchmark_script):
+    bench = benchmark_script("models")
     rng = random.Random(0)
     strings = [[0] * rng.randint(1, 40) for _ in range(500)]
     batches = bench.make_batches(strings, 256)
@@ -29,20 +19,20 @@ def test_batches_respect_budget(repo_root):
         assert (len(b) + 1) * len(min(nxt, key=len)) > 256
 
 
-def test_benchmark_skips_without_data(repo_root, tmp_path, capsys):
-    bench = load_benchmark(repo_root)
+def test_benchmark_skips_without_data(benchmark_script, tmp_path, capsys):
+    bench = benchmark_script("models")
     assert bench.main(["--data-dir", str(tmp_path)]) == 0
     assert "skipped" in capsys.readouterr().out
 
 
-def test_train_step_loss_is_the_mean_string_cross_entropy(repo_root):
+def test_train_step_loss_is_the_mean_string_cross_entropy(benchmark_script):
     """The benchmark's loss against per-string cross-entropy without padding, before the step."""
     import torch
     import torch.nn.functional as F
 
     from fruit.models import build_model
 
-    bench = load_benchmark(repo_root)
+    bench = benchmark_script("models")
     torch.manual_seed(0)
     vocab_size = 5
     model = build_model("Tf+Sup", vocab_size=vocab_size, d=8, dropout=0.0)
@@ -63,8 +53,8 @@ def test_train_step_loss_is_the_mean_string_cross_entropy(repo_root):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
-def test_target_report_uses_each_models_own_base(repo_root):
-    bench = load_benchmark(repo_root)
+def test_target_report_uses_each_models_own_base(benchmark_script):
+    bench = benchmark_script("models")
     speed = {"Tf": 100.0, "Tf+Nd": 49.0, "Tf+Sup": 70.0, "LSTM": 200.0, "LSTM+Sup": 120.0}
     speed |= {"LSTM+Nd": 51.0, "RNN+Sup": 50.0}  # RNN+Sup: its base was not measured
     lines = bench.target_report(speed)
@@ -77,10 +67,10 @@ def test_target_report_uses_each_models_own_base(repo_root):
     assert [bench.base_of(a) for a in ("Tf+Sup+Sup", "RNN+Nd+R", "LSTM")] == ["Tf", "RNN", "LSTM"]
 
 
-def test_benchmark_rejects_an_unknown_architecture(repo_root, capsys):
+def test_benchmark_rejects_an_unknown_architecture(benchmark_script, capsys):
     import pytest
 
-    bench = load_benchmark(repo_root)
+    bench = benchmark_script("models")
     with pytest.raises(SystemExit):
         bench.main(["--arch", "LSTM+Foo"])
     err = capsys.readouterr().err
