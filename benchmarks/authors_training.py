@@ -71,11 +71,16 @@ def train(rau_src: Path, config: dict, data: Path, model: Path, time_limit: str 
     """rau lm train with our run's settings; True once training has ended."""
     if (model / "parameters.pt").is_file() and not (model / "checkpoint.pt").is_file():
         return True
-    d = config["d"]
     args = ["lm", "train", "--output", str(model), "--training-data", str(data)]
     if (model / "checkpoint.pt").is_file():
+        if (model / "training.lock").is_file():  # rau stopped by a signal leaves it
+            sys.exit(
+                f"{model / 'training.lock'} exists: another rau is training this model, or one "
+                "stopped by a signal left it; if none is running, delete it and run again"
+            )
         args.append("--continue")
     else:
+        d = config["d"]
         args += [
             "--architecture", "transformer", "--num-layers", "5", "--d-model", str(d),
             "--num-heads", "4", "--feedforward-size", str(2 * d),

@@ -28,6 +28,16 @@ def test_refuses_a_run_of_another_architecture(benchmark_script, tmp_path):
         )
 
 
+def test_a_left_lock_stops_before_rau_runs(benchmark_script, tmp_path):
+    script = benchmark_script("authors_training")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "checkpoint.pt").write_bytes(b"")
+    (model / "training.lock").write_bytes(b"")
+    with pytest.raises(SystemExit, match="training.lock exists: .* delete it and run again"):
+        script.train(tmp_path, {}, tmp_path, model, None)
+
+
 def test_rau_weights_in_our_tf_give_raus_logits(benchmark_script):
     pytest.importorskip("rau", reason="rau is not installed (it is never a project dependency)")
     import torch
