@@ -10,7 +10,8 @@ schedule, checkpoints and early stopping, run as the authors ran them (`rau lm p
 result sits next to that run's. When training has ended, rau's best parameters are copied
 into our Tf (embedding rows mapped through the two vocabularies; the copy must give the
 same logits as rau's model, else the script stops) and evaluated by
-``fruit.evaluation.evaluate`` on the data folder's test, gen and gen.linear splits.
+``fruit.evaluation.evaluate`` on the data folder's test, gen and gen.linear splits (for
+the McCoy tasks also split by the subject's relative clause, ``fruit.breakdown``).
 
     RAU=/path/to/rau/src   # a rau checkout's src/ (the paper pins commit 4ff0c04)
     PY=/path/to/env/bin/python   # an environment with rau's dependencies and this project
@@ -179,7 +180,14 @@ def evaluate(rau_src: Path, out: Path, data: Path, config: dict) -> dict:
         ours, get_task(config["task"]), vocab, test=test, gen=gen, gen_linear=gen_linear,
         partial_on_test=False, device="cpu",
     )  # fmt: skip
-    return {"logit_difference": difference, **metrics}
+    result = {"logit_difference": difference, **metrics}
+    task = get_task(config["task"])
+    if hasattr(task, "parse"):  # McCoy tasks: where the generalization means come from
+        from fruit.breakdown import by_subject, format_rows
+
+        result["by_subject"] = by_subject(ours, task, vocab, gen=gen, gen_linear=gen_linear)
+        print(format_rows(result["by_subject"]))
+    return result
 
 
 def main(argv=None) -> None:

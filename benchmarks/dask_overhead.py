@@ -8,6 +8,13 @@ run's own training time (metrics.json's train_seconds).
 Both start from the same generated data and seeds, so they train the same numbers
 (checked). The two are interleaved `--repeats` times; the load average is printed, since
 the machine may be shared. Runs on one torch thread, one Dask worker.
+
+    .venv/bin/python benchmarks/dask_overhead.py --idle 30 [--repeats 2]
+
+measures instead what `fruit run`'s cluster itself costs while its runs train: the CPU
+seconds that the process holding the scheduler and each of its 2 workers use in 30 s
+with nothing submitted, for fruit's cluster settings (`fruit.experiments.cluster.QUIET_DASK`)
+and for Dask's defaults, interleaved.
 """
 
 from __future__ import annotations
@@ -64,6 +71,45 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, float
     return {"wall": wall, "user": user1 - user0, "system": sys1 - sys0}
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cluster(seconds: float, quiet: bool) -> tuple[float, list[float]]:
+    """CPU seconds used in `seconds` by this process (the scheduler's) and by each worker of
+    an idle 2-worker LocalCluster, with fruit's settings or with Dask's defaults."""
+    from unittest import mock
+
+    from fruit.experiments import cluster
+
+    with mock.patch.dict(cluster.QUIET_DASK, clear=not quiet):
+        made = cluster.local_cluster(workers=2, dashboard=True)
+    try:
+        pids = list(made.client.run(os.getpid).values())
+        time.sleep(3)  # start-up done
+        before = [process_cpu(os.getpid())] + [process_cpu(p) for p in pids]
+        time.sleep(seconds)
+        after = [process_cpu(os.getpid())] + [process_cpu(p) for p in pids]
+    finally:
+        made.close()
+    used = [b - a for a, b in zip(before, after)]
+    return used[0], used[1:]
+
+
+def idle_main(seconds: float, repeats: int) -> int:
+    print(f"# idle 2-worker LocalCluster: CPU seconds used in {seconds:g} s (% of one core)")
+    for _ in range(repeats):
+        for quiet in (True, False):
+            main_s, workers = idle_cluster(seconds, quiet)
+            cells = [f"{x:.2f} ({100 * x / seconds:.1f}%)" for x in (main_s, *workers)]
+            how = "fruit" if quiet else "Dask defaults"
+            print(f"{how:<14} scheduler process {cells[0]}, workers {', '.join(cells[1:])}  "
+                  f"load {load()}", flush=True)  # fmt: skip
+    return 0
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -74,7 +120,11 @@ def main() -> int:
     parser.add_argument("--train-size", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--idle", type=float, metavar="SECONDS",
+                        help="measure the idle cluster's own CPU use instead")  # fmt: skip
     args = parser.parse_args()
+    if args.idle is not None:
+        return idle_main(args.idle, args.repeats)
 
     work = Path(tempfile.mkdtemp(prefix="fruit-overhead-"))
     profile = work / "overhead.toml"

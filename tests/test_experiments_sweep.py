@@ -177,6 +177,8 @@ def test_kernels_get_the_launchers_malloc_settings_not_the_workers(tmp_path: Pat
     assert set(workers.values()) == {None}, workers  # fruit's LocalCluster: not set
     profiling = cluster.client.run(lambda: dask.config.get("distributed.worker.profile.enabled"))
     assert set(profiling.values()) == {False}  # and its workers run without Dask's profiler
+    ticks = cluster.client.run(lambda: dask.config.get("distributed.admin.tick.interval"))
+    assert set(ticks.values()) == {"1s"}  # nor its 20 ms event-loop check
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
     profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf",))
