@@ -56,7 +56,7 @@ report: venv
 	$(BIN)/fruit report --profile $(PROFILE)
 
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
