@@ -26,10 +26,13 @@ def default_notebook() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from fruit.profiles import profile_names
+
     parser.add_argument(
         "--profile",
         default="quick",
-        help="a shipped profile (smoke, quick, paper) or the path of your own .toml (default: quick)",
+        help=f"a shipped profile ({', '.join(profile_names())}) or the path of your own .toml "
+        "(default: quick)",
     )
     parser.add_argument("--results", default="results", help="results folder (default: results)")
     parser.add_argument(

@@ -4,8 +4,9 @@ A *profile* is a TOML file: which tasks and architectures, how much data, how ma
 random-search trials over which ranges, how many final runs of at most how many epochs,
 and other training settings (``[training]``: the ``fruit.training.RunConfig`` fields that
 are not set per run, e.g. ``checkpoint_every``, ``target_params``). The shipped
-ones are the ``*.toml`` files next to this module (``smoke``, ``quick``, ``paper``); a
-user passes the path of their own file instead of a name.
+ones are the ``*.toml`` files next to this module (``smoke``, ``quick``, ``claims``,
+``paper`` and the claims campaign's experiments: ``profile_names()``); a user passes the
+path of their own file instead of a name.
 
 Both ``fruit run`` (fruit.experiments) and ``fruit train`` (fruit.training) read their
 sizes from here, so a profile name means the same everywhere::
