@@ -69,6 +69,19 @@ def test_batches_are_a_shuffled_stable_sort():
     assert batching.evaluation_batches(lengths, 1000) == [[1, 3, 5, 0, 2, 4, 6]]
 
 
+def test_pad_right_pads_every_sequence():
+    rng = random.Random(5)
+    for _ in range(50):
+        sequences = [[rng.randrange(30) for _ in range(rng.randrange(6))] for _ in range(4)]
+        padded = batching.pad(sequences, -1)
+        width = max(len(s) for s in sequences)
+        assert padded.dtype == torch.long and padded.shape == (4, width)
+        for row, s in zip(padded.tolist(), sequences):  # the sequence, then the pad value
+            assert row == s + [-1] * (width - len(s))
+    assert batching.pad([], 0).shape == (0, 0)
+    assert batching.pad([[], []], 7).shape == (2, 0)
+
+
 # ---------------------------------------------------------------- runs
 
 
