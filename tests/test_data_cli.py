@@ -195,6 +195,19 @@ def test_download_failure_is_one_line(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_profiles_download_failure_names_fruit_runs_option(tmp_path, monkeypatch):
+    # `fruit run` has no --from: its data step says what it takes instead
+    from fruit.training.data import prepare_data
+
+    monkeypatch.delenv("FRUIT_DATASETS", raising=False)
+    monkeypatch.setitem(official_module.URL_BASES, "passivization", (tmp_path / "absent").as_uri())
+    sizes = {"train": 100, "dev": 10, "test": 10, "gen": 10}
+    with pytest.raises(FruitError, match=r"cannot download file://.*--published DIR") as caught:
+        prepare_data(tmp_path / "data", "passivization", 1, sizes, "published", None)
+    assert "--from" not in str(caught.value)
+    assert not any((tmp_path / "data").rglob("*.tsv"))
+
+
 def test_compare_prints_the_table(tmp_path, capsys, datasets_dir):
     # The published files compared with themselves: every row agrees.
     code, out, _ = run(capsys, "data", "--compare", str(datasets_dir), "--task", "passivization")

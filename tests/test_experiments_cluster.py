@@ -346,3 +346,22 @@ def test_jobqueue_dashboard_comes_with_an_ssh_tunnel(tmp_path: Path, monkeypatch
         assert quiet.dashboard_note() is None
     finally:
         quiet.close()
+
+
+def test_missing_published_files_are_one_line_not_a_worker_traceback(tmp_path: Path):
+    # The data are made on a worker; a FruitError there (here: a published folder without
+    # the task's files) reaches the user as fruit's one line, and the worker does not log
+    # it first as a failed task with its traceback.
+    (tmp_path / "published").mkdir()
+    done = fruit_run(
+        "--profile", "claims", "--task", "question-formation", "--architecture", "Tf",
+        "--published", str(tmp_path / "published"), "--data-dir", str(tmp_path / "data"),
+        "--results", str(tmp_path / "results"), "--workers", "1", "--no-dashboard",
+        timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"fruit: error: {tmp_path / 'published' / 'question-formation' / 'dev.tsv'}: file not "
+        "found (expected question-formation/dev.tsv)"
+    ]
+    assert not any((tmp_path / "data").rglob("*.tsv"))

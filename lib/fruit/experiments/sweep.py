@@ -146,6 +146,19 @@ class Progress:
             self.stream.write("\n")
 
 
+def _prepare_data(*args) -> str | FruitError:
+    """``fruit.training.data.prepare_data`` on a worker (as `fruit train --generate-data`),
+    with a FruitError (bad input: no network, a folder without the published files)
+    returned rather than raised, so that the worker does not log it with a traceback
+    before `fruit run` prints it as one line."""
+    from fruit.training.data import prepare_data
+
+    try:
+        return prepare_data(*args)
+    except FruitError as e:
+        return e
+
+
 def _clock(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -250,11 +263,9 @@ class Sweep:
     # -- phases -----------------------------------------------------------------
 
     def prepare_data(self) -> None:
-        from fruit.training.data import prepare_data  # as `fruit train --generate-data`
-
         futures = {
             task: self.client.submit(
-                prepare_data,
+                _prepare_data,
                 str(self.data_dir),
                 task,
                 self.profile.task_data_seed(task),
@@ -269,6 +280,8 @@ class Sweep:
         for task, future in futures.items():
             try:
                 outcome = future.result()
+                if isinstance(outcome, FruitError):
+                    raise outcome
             except FruitError:
                 raise
             except Exception as e:

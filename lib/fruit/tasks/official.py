@@ -90,16 +90,18 @@ def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+class DownloadError(FruitError):
+    """A published file could not be downloaded (its caller says what to do instead)."""
+
+
 def fetch(address: str) -> bytes:
-    """The bytes at a URL; a FruitError (one line) if it cannot be had."""
+    """The bytes at a URL; a DownloadError (one line) if it cannot be had."""
     try:
         with urllib.request.urlopen(address, timeout=60) as response:
             return response.read()
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or e
-        raise FruitError(
-            f"cannot download {address}: {reason} (no network? use --from DIR with local copies)"
-        ) from None
+        raise DownloadError(f"cannot download {address}: {reason}") from None
 
 
 def check_examples(task: Task, examples: list[Example], name: str) -> None:
@@ -117,7 +119,7 @@ def fix(task: Task, examples: list[Example]) -> tuple[list[Example], int]:
 
 
 def _raw_files(
-    slug: str, from_dir: Path | None, fetcher, with_train: bool = True
+    slug: str, from_dir: Path | None, fetcher, with_train: bool, offline_hint: str
 ) -> dict[str, tuple[bytes | None, str]]:
     """split -> (bytes or None if absent or not wanted, name for errors)."""
     files = {}
@@ -138,7 +140,10 @@ def _raw_files(
                 raise FruitError(f"{path}: cannot read ({e.strerror})") from None
         else:
             address = url(slug, split)
-            data = fetcher(address)
+            try:
+                data = fetcher(address)
+            except DownloadError as e:
+                raise FruitError(f"{e} (no network? {offline_hint})") from None
             if git_blob_id(data) != blob:
                 raise FruitError(
                     f"{address}: expected the file with git blob id {blob}, got "
@@ -157,6 +162,7 @@ def import_official(
     fetcher: Callable[[str], bytes] = fetch,
     log: Callable[[str], None] = print,
     published_train: bool = True,
+    offline_hint: str = "use --from DIR with local copies",
 ) -> None:
     """Take the published files (downloaded, or from ``from_dir/<task>/<split>.tsv``),
     check every line, fix German passivization, and write the data layout to ``out``.
@@ -164,13 +170,14 @@ def import_official(
     All input files are read and checked before anything is written. Where ``from_dir``
     has no train.tsv, or with ``published_train=False`` (the profiles' ``[data] source =
     "published"``: the same data offline and online), the train split is generated,
-    avoiding every dev/test/gen sentence.
+    avoiding every dev/test/gen sentence. ``offline_hint`` ends the error of a failed
+    download: what the caller's user can give instead.
     """
     from_dir = Path(from_dir) if from_dir is not None else None
     raw = {}
     for slug in slugs:  # first pass: read and check everything
         task = get_task(slug)
-        raw[slug] = _raw_files(slug, from_dir, fetcher, published_train)
+        raw[slug] = _raw_files(slug, from_dir, fetcher, published_train, offline_hint)
         for data, name in raw[slug].values():
             if data is not None:
                 check_examples(task, parse_tsv(data, name), name)

@@ -166,8 +166,9 @@ def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_d
 
     where = published_folder(published_dir)
     import_official(
-        out, [task.slug], where, seed, sizes["train"], log=lambda _: None, published_train=False
-    )
+        out, [task.slug], where, seed, sizes["train"], log=lambda _: None, published_train=False,
+        offline_hint="give a folder of local copies with --published DIR or FRUIT_DATASETS",
+    )  # fmt: skip
     counts = {s: len(read_tsv(out / task.slug / f"{s}.tsv")) for s in sizes}
     short = [f"{s} has {counts[s]} lines, {sizes[s]} asked" for s in sizes if counts[s] < sizes[s]]
     if short:
