@@ -130,6 +130,48 @@ def bad_toml(tmp: Path) -> Path:
     return tmp / "mine.toml"
 
 
+def profile_file(text: str | bytes, name: str = "mine.toml"):
+    """A case's own profile file (a minimal valid profile plus ``text``)."""
+    base = 'name = "mine"\ntasks = ["question-formation"]\narchitectures = ["Tf"]\n'
+
+    def make(tmp: Path) -> Path:
+        path = tmp / name
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(base + text)
+        return path
+
+    return make
+
+
+def file_where_a_task_folder_goes(m, t: Path) -> list[str]:
+    (t / "out").mkdir()
+    (t / "out" / QF).write_text("not a folder\n")
+    return data()(m, t)
+
+
+def a_folder(tmp: Path, name: str) -> Path:
+    (tmp / name).mkdir()
+    return tmp / name
+
+
+SMALL_DATA = "[data]\ntrain = 120\ndev = 20\ntest = 20\ngen = 20\n"
+FIXED = SMALL_DATA + "[final]\nbatch_tokens = 512\nlearning_rate = 0.001\n"  # no search
+BACKSLASH_NAME = (
+    'name = "a\\\\b"\ntasks = ["question-formation"]\narchitectures = ["Tf"]\n' + SMALL_DATA
+).encode()
+
+
+def compare_folders(m, t: Path, ours_lines: int, theirs_lines: int) -> list[str]:
+    """--compare OURS --published THEIRS with that many test lines each."""
+    lines = (m["data"] / QF / "test.tsv").read_text().splitlines(keepends=True)
+    for name, count in (("ours", ours_lines), ("theirs", theirs_lines)):
+        (t / name / QF).mkdir(parents=True)
+        (t / name / QF / "test.tsv").write_text("".join(lines[:count]))
+    return ["data", "--task", QF, "--compare", str(t / "ours"), "--published", str(t / "theirs")]
+
+
 UTF16 = lambda data: data.decode().encode("utf-16")  # noqa: E731
 CR_ONLY = lambda data: data.replace(b"\n", b"\r")  # noqa: E731
 NO_MARKER = line_edit(4, lambda t: t.replace(" decl\t", "\t").replace(" quest\t", "\t"))
@@ -293,6 +335,25 @@ CORPUS += [
 ]  # fmt: skip
 
 
+# inputs a probe of the CLI found (each once a traceback, a silent fallback or files left)
+CORPUS += [
+    ("data-compare-too-few-published", lambda m, t: compare_folders(m, t, 10, 1), "that needs at least 2 published lines"),
+    ("data-task-folder-is-a-file", file_where_a_task_folder_goes, "question-formation is a file, not a folder"),
+    ("run-profile-search-lr-not-a-list", lambda m, t: [*run()(m, t), "--profile", str(profile_file(SMALL_DATA + "[search]\ntrials = 1\nlearning_rate = 0.001\n")(t)), "--dry-run"], "search.learning_rate must be [low, high]"),
+    ("run-profile-search-b-not-a-list", lambda m, t: [*run()(m, t), "--profile", str(profile_file(SMALL_DATA + "[search]\ntrials = 1\nbatch_tokens = 512\n")(t)), "--dry-run"], "search.batch_tokens must be [low, high]"),
+    ("run-profile-not-utf8", lambda m, t: [*run()(m, t), "--profile", str(profile_file(b'name = "p\xff"\n')(t)), "--dry-run"], "is not UTF-8 text"),
+    ("run-profile-is-a-folder", lambda m, t: [*run()(m, t), "--profile", str(a_folder(t, "dir.toml"))], "is a folder, not a .toml file"),
+    ("run-profile-reduced-a-string", lambda m, t: [*run()(m, t), "--profile", str(profile_file('reduced = "false"\n' + FIXED)(t)), "--dry-run"], "reduced must be true or false, not 'false'"),
+    ("run-profile-name-backslash", lambda m, t: [*run()(m, t), "--profile", str(profile_file(BACKSLASH_NAME)(t)), "--dry-run"], "bad profile name 'a\\\\b'"),
+    ("run-scheduler-not-an-address", run("--scheduler", "garbage"), "--scheduler 'garbage' is not a Dask address"),
+    ("train-model-option-not-an-integer", lambda m, t: [*train("--architecture", "Tf+Sup")(m, t), "--profile", str(profile_file(FIXED + '[training]\nmodel_options = { sup_size = "abc" }\n')(t))], "model option sup_size must be a positive integer, got 'abc'"),
+    ("train-model-option-init-scale", lambda m, t: [*train()(m, t), "--profile", str(profile_file(FIXED + '[training]\nmodel_options = { init_scale = "abc" }\n')(t))], "model option init_scale must be a positive number"),
+    ("sizes-target-below-any-model", lambda m, t: ["sizes", "--task", QF, "--target", "1000"], "the smallest Tf+Nd+Nd has"),
+    ("sizes-data-dir-not-a-folder", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(a_file(t))], "is not a folder"),
+    ("sizes-empty-train", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(data_copy(m, t, lambda b: b""))], "no examples, so no vocabulary"),
+]  # fmt: skip
+
+
 def test_the_corpus_is_large_enough():
     assert len(CORPUS) >= 50
 
@@ -360,3 +421,24 @@ def test_a_notebook_with_a_bad_parameter_fails_in_one_line(tmp_path, notebook, p
     after.pop(executed.name)  # the executed copy is the one file asked for
     assert after == before
     assert os.listdir(home) == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["data", "--compare", ""], "fruit data: error: --compare is empty"),  # an unset variable
+        (["data", "--out="], "fruit data: error: --out is empty"),
+        (["run", "--scheduler", "", "--dry-run"], "fruit run: error: --scheduler is empty"),
+        (["train", "--seed", "abc"], "fruit train: error: argument --seed: invalid int value"),
+    ],
+)
+def test_an_empty_or_mistyped_option_is_one_line_too(tmp_path, monkeypatch, capsys, argv, message):
+    # argparse's own errors, and "" (which would mean "this folder" or "no scheduler"), are
+    # refused before anything runs, in one line instead of after the usage block
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        cli_main(argv)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(message), err
+    assert list(tmp_path.iterdir()) == []

@@ -208,6 +208,16 @@ def test_a_profiles_download_failure_names_fruit_runs_option(tmp_path, monkeypat
     assert not any((tmp_path / "data").rglob("*.tsv"))
 
 
+def test_a_bad_fruit_datasets_is_named_before_any_folder_is_made(tmp_path, monkeypatch):
+    from fruit.training.data import prepare_data
+
+    monkeypatch.setenv("FRUIT_DATASETS", str(tmp_path / "nowhere"))
+    sizes = {"train": 100, "dev": 10, "test": 10, "gen": 10}
+    with pytest.raises(FruitError, match="FRUIT_DATASETS=.*nowhere' is not a folder"):
+        prepare_data(tmp_path / "a" / "b", "passivization", 1, sizes, "published", None)
+    assert not (tmp_path / "a").exists()
+
+
 def test_compare_prints_the_table(tmp_path, capsys, datasets_dir):
     # The published files compared with themselves: every row agrees.
     code, out, _ = run(capsys, "data", "--compare", str(datasets_dir), "--task", "passivization")

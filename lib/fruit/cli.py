@@ -28,8 +28,16 @@ def _load(name: str):
     return importlib.import_module(f"fruit.commands.{name.replace('-', '_')}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad option in one line (with where to look), not after
+    its usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fruit",
         description="Reproduce 'Bearing Syntactic Fruit with Stack-Augmented Neural Networks'.",
     )
@@ -48,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    for i, arg in enumerate(argv):  # "" (an unset shell variable) would mean "here" or "off"
+        if arg == "" or (arg.startswith("--") and arg.endswith("=")):
+            option = arg[:-1] if arg else (argv[i - 1] if i else "an argument")
+            prog = f"{parser.prog} {args.command}"
+            parser.exit(2, f"{prog}: error: {option} is empty (see {prog} --help)\n")
     try:
         return int(_load(args.command).main(args) or 0)
     except FruitError as e:

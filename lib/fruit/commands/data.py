@@ -8,6 +8,7 @@ fruit data --compare data [--published DIR]
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from fruit.errors import MAX_SEED, MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
 from fruit.tasks import PAPER_SIZES, TASKS
@@ -57,20 +58,24 @@ def _slugs(task: str) -> tuple[str, ...]:
     return (task,)
 
 
-def check_arguments(args) -> None:
-    """Every number in its range before anything is read or written."""
+def check_arguments(args, slugs=()) -> None:
+    """Every number in its range, and every output folder writable, before anything is
+    read or written."""
     from fruit.io import check_folder
 
     check_integer("--seed", args.seed, 0, MAX_SEED)
     if not args.compare:
         check_folder(args.out, "--out")
+        for slug in slugs:  # a file where a task's folder goes would stop us half-way
+            if (Path(args.out) / slug).exists() and not (Path(args.out) / slug).is_dir():
+                raise FruitError(f"{Path(args.out) / slug} is a file, not a folder")
     for split in PAPER_SIZES:
         check_integer(f"--{split}-size", getattr(args, f"{split}_size"), 1, MAX_SPLIT_SIZE)
 
 
 def main(args) -> int:
     slugs = _slugs(args.task)
-    check_arguments(args)
+    check_arguments(args, slugs)
     if args.from_dir and not args.official:
         raise FruitError("--from DIR goes with --official (take the published files from DIR)")
     if args.published and not args.compare:

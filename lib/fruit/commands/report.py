@@ -6,6 +6,7 @@ Runs the same functions as ``notebooks/tables.ipynb`` and ``notebooks/figures.ip
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,13 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from fruit import reporting
+    from fruit.experiments.checks import check_writable
     from fruit.io import check_folder
     from fruit.reporting.runs import check_expected_runs
 
     check_expected_runs(args.expected_runs, "--expected-runs")
-    check_folder(args.out, "--out")
-    if not args.no_figures:
-        check_folder(args.figures, "--figures")
+    outputs = (
+        {"--out": args.out} if args.no_figures else {"--out": args.out, "--figures": args.figures}
+    )
+    for option, folder in outputs.items():  # both, before any table is written
+        check_folder(folder, option)
+        check_writable(Path(folder))
 
     tables, written = reporting.report(
         args.results,

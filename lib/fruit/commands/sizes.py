@@ -31,13 +31,21 @@ def vocab_size(task: str, data_dir: Path | None) -> tuple[int, str]:
     """(V, where it came from) for one task."""
     from fruit.models import PAPER_VOCAB_SIZES
 
-    if data_dir is not None:
-        train = data_dir / task / "train.tsv"
-        if train.is_file():
-            from fruit.tasks import Vocabulary, read_tsv
+    if data_dir is None:
+        return PAPER_VOCAB_SIZES[task], "paper"
+    from fruit.tasks import Vocabulary, read_tsv
 
-            return Vocabulary.from_examples(read_tsv(train)).size, str(train)
-    return PAPER_VOCAB_SIZES[task], "paper"
+    if not data_dir.is_dir():
+        raise FruitError(f"--data-dir {str(data_dir)!r} is not a folder")
+    train = data_dir / task / "train.tsv"
+    if not train.exists():  # a data folder of some tasks only: the others keep the paper's V
+        return PAPER_VOCAB_SIZES[task], "paper"
+    if not train.is_file():
+        raise FruitError(f"{train} is not a file")
+    examples = read_tsv(train)
+    if not examples:
+        raise FruitError(f"{train}: no examples, so no vocabulary")
+    return Vocabulary.from_examples(examples).size, str(train)
 
 
 def size_rows(vocab: int, target: int, check: bool = False) -> list[dict]:
@@ -64,10 +72,11 @@ def main(args) -> int:
     tasks = [args.task] if args.task else list(PAPER_VOCAB_SIZES)
     for i, task in enumerate(tasks):
         vocab, source = vocab_size(task, args.data_dir)
+        rows = size_rows(vocab, args.target, args.check)  # before printing: errors come alone
         if i:
             print()
         print(f"{task}  V={vocab} ({source})  target={args.target:,}")
         print(f"{'architecture':<12} {'d':>4} {'parameters':>11}")
-        for row in size_rows(vocab, args.target, args.check):
+        for row in rows:
             print(f"{row['architecture']:<12} {row['d']:>4} {row['parameters']:>11,}")
     return 0

@@ -149,8 +149,14 @@ def attach(scheduler: str, threads: int | None = None, dashboard: bool = True) -
     serves one)."""
     from distributed import Client
 
+    if not scheduler:
+        raise FruitError("--scheduler needs an address, e.g. tcp://HOST:8786")
     try:
         client = Client(scheduler, timeout="30s")
+    except ValueError as e:  # not an address Dask can parse
+        raise FruitError(
+            f"--scheduler {scheduler!r} is not a Dask address ({e}); e.g. tcp://HOST:8786"
+        ) from None
     except OSError as e:
         raise FruitError(f"cannot reach the Dask scheduler at {scheduler!r}: {e}") from e
     workers = client.scheduler_info(n_workers=-1)["workers"].values()

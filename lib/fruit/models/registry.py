@@ -7,6 +7,7 @@ names are accepted.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fruit.errors import FruitError, unknown_choice
@@ -69,11 +70,24 @@ def resolve_options(options: dict) -> dict:
     if opts["pushed_activation"] not in PUSHED_ACTIVATIONS:
         raise unknown_choice("pushed_activation", opts["pushed_activation"], PUSHED_ACTIVATIONS)
     for key in ("sup_size", "nd_states", "nd_symbols", "nd_size"):
-        if int(opts[key]) < 1:
-            raise FruitError(f"model option {key} must be a positive integer, got {opts[key]!r}")
-    if not 0.0 <= float(opts["dropout"]) < 1.0:
+        value = opts[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FruitError(f"model option {key} must be a positive integer, got {value!r}")
+    if not _real(opts["dropout"]) or not 0.0 <= opts["dropout"] < 1.0:
         raise FruitError(f"model option dropout must be in [0, 1), got {opts['dropout']!r}")
+    if not _real(opts["init_scale"]) or not 0.0 < opts["init_scale"] < math.inf:
+        raise FruitError(
+            f"model option init_scale must be a positive number, got {opts['init_scale']!r}"
+        )
+    if not isinstance(opts["rau_compat"], bool):
+        raise FruitError(
+            f"model option rau_compat must be true or false, got {opts['rau_compat']!r}"
+        )
     return opts
+
+
+def _real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def build_model(

@@ -17,6 +17,7 @@ from fractions import Fraction
 
 import sympy
 
+from fruit.errors import FruitError
 from fruit.models.registry import DEFAULT_OPTIONS, ArchSpec, parse_architecture
 from fruit.names import TARGET_PARAMS
 from fruit.stacks.nondeterministic import num_actions  # A = |Q||Γ|(2|Q||Γ| + |Q|)
@@ -104,8 +105,13 @@ def _round_half_even(x: sympy.Expr) -> int:
     return int(sympy.floor(x + sympy.Rational(1, 2)))
 
 
-def _positive_root(expr, symbol, target: int):
+def _positive_root(expr, symbol, target: int, arch: str):
     roots = [r for r in sympy.roots(sympy.Poly(expr - target, symbol)) if r.is_real and r > 0]
+    if not roots:  # N grows with d, so the target lies below N(0)
+        raise FruitError(
+            f"{arch} has {int(expr.subs(symbol, 0))} parameters before any width: a target "
+            f"of {target} is too small"
+        )
     if len(roots) != 1:
         raise ValueError(f"expected one positive root of N = {target}, got {roots}")
     return roots[0]
@@ -114,7 +120,7 @@ def _positive_root(expr, symbol, target: int):
 def real_root(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **options) -> float:
     """The real d* with N(d*) = target (docs/paper.md §10.4, 'real root' column)."""
     expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
-    return float(_positive_root(expr, d_symbol, target_params))
+    return float(_positive_root(expr, d_symbol, target_params, arch))
 
 
 def choose_d(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **options) -> int:
@@ -124,6 +130,15 @@ def choose_d(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **o
         s = sympy.Symbol("s", positive=True)
         heads = spec.num_heads
         expr = parameter_count_expr(arch, d=heads * s, V=vocab_size, **options)
-        return heads * _round_half_even(_positive_root(expr, s, target_params))
-    expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
-    return _round_half_even(_positive_root(expr, d_symbol, target_params))
+        d = heads * _round_half_even(_positive_root(expr, s, target_params, arch))
+    else:
+        expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
+        d = _round_half_even(_positive_root(expr, d_symbol, target_params, arch))
+    if d < 1:
+        smallest = parameter_count(arch, spec.num_heads if spec.base == "Tf" else 1, vocab_size,
+                                   **options)  # fmt: skip
+        raise FruitError(
+            f"a target of {target_params} parameters gives {arch} a width of 0; the smallest "
+            f"{arch} has {smallest}"
+        )
+    return d

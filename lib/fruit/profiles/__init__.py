@@ -164,9 +164,18 @@ def load_profile(name_or_path: str | Path) -> Profile:
     """A shipped profile by name (``smoke``, ``quick``, ``paper``) or a user's TOML file."""
     if is_profile_path(name_or_path):
         path = Path(name_or_path)
+        if path.is_dir():
+            raise FruitError(f"profile file {str(path)!r} is a folder, not a .toml file")
         if not path.is_file():
             raise FruitError(f"profile file {str(path)!r} does not exist")
-        text, source, default_name = path.read_text(encoding="utf-8"), str(path), path.stem
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise FruitError(f"profile file {str(path)!r} is not UTF-8 text ({e.reason} "
+                             f"at byte {e.start})") from None  # fmt: skip
+        except OSError as e:
+            raise FruitError(f"profile file {str(path)!r}: cannot read ({e.strerror})") from None
+        source, default_name = str(path), path.stem
     else:
         name = str(name_or_path)
         resource = resources.files(__name__) / f"{name}.toml"
@@ -204,7 +213,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
                 raise fail(str(unknown_choice(f"key in [{table}]", key, allowed)))
 
     name = str(raw.get("name", default_name))
-    if not name or "/" in name or name.startswith("."):
+    if not name or "/" in name or "\\" in name or name.startswith("."):
         raise fail(f"bad profile name {name!r}: it names a results folder")
     tasks = _names(raw, "tasks", fail, _known_tasks())
     architectures = _names(raw, "architectures", fail, _known_architectures())
@@ -225,8 +234,10 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
 
     search = raw.get("search", {})
     trials = _integer(search.get("trials", 0), "search.trials", fail, minimum=0)
-    b_range = tuple(search.get("batch_tokens", (512, 2048)))
-    lr_range = tuple(search.get("learning_rate", (1e-5, 1e-3)))
+    b_range = search.get("batch_tokens", (512, 2048))
+    lr_range = search.get("learning_rate", (1e-5, 1e-3))
+    b_range = tuple(b_range) if isinstance(b_range, (list, tuple)) else ()
+    lr_range = tuple(lr_range) if isinstance(lr_range, (list, tuple)) else ()
     if (
         len(b_range) != 2
         or not all(isinstance(b, int) for b in b_range)
@@ -254,7 +265,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
     return Profile(
         name=name,
         description=str(raw.get("description", "")),
-        reduced=bool(raw.get("reduced", True)),
+        reduced=_boolean(raw.get("reduced", True), "reduced", fail),
         seed=seed,
         tasks=tasks,
         architectures=architectures,
@@ -275,6 +286,12 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         training=training,
         source=source,
     )
+
+
+def _boolean(value, what, fail) -> bool:
+    if not isinstance(value, bool):
+        raise fail(f"{what} must be true or false, not {value!r}")
+    return value
 
 
 def _integer(value, what, fail, minimum=None) -> int:

@@ -25,6 +25,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from fruit.errors import FruitError
 from fruit.tasks import MUELLER_TASKS, TASKS, get_task
 from fruit.tasks.base import Example, Task
 from fruit.tasks.tsv import read_tsv
@@ -239,7 +240,14 @@ def compare_distributions(
         theirs_path = Path(published_dir) / slug / f"{side}.tsv"
         if not theirs_path.is_file():
             continue
-        distances = distribution_distances(read_tsv(ours_path), read_tsv(theirs_path))
+        ours, theirs = read_tsv(ours_path), read_tsv(theirs_path)
+        if len(theirs) < 2 or len(ours) < len(theirs) // 2:
+            raise FruitError(
+                f"cannot compare {ours_path} ({len(ours)} lines) with {theirs_path} "
+                f"({len(theirs)} lines): that needs at least 2 published lines and half as "
+                "many generated ones"
+            )
+        distances = distribution_distances(ours, theirs)
         for name, (ours, noise) in distances.items():
             rows.append(
                 {

@@ -67,7 +67,13 @@ def check_split_size(split: str, size) -> int:
 def published_folder(explicit=None) -> Path | None:
     """Where the published files are read from: ``explicit``, else ``$FRUIT_DATASETS``,
     else None (downloaded from the pinned commits, ``fruit.tasks.official``)."""
-    chosen = explicit or os.environ.get("FRUIT_DATASETS")
+    if explicit:
+        return Path(explicit)
+    chosen = os.environ.get("FRUIT_DATASETS")
+    if chosen and not Path(chosen).is_dir():
+        raise FruitError(
+            f"FRUIT_DATASETS={chosen!r} is not a folder (of <task>/{{dev,test,gen}}.tsv)"
+        )
     return Path(chosen) if chosen else None
 
 
@@ -137,6 +143,8 @@ def prepare_data(
             f"no complete data for {task_slug}: {folder} holds some files but its {what}; "
             f"remove that folder to have it made again (a partly filled folder is never overwritten)"
         )
+    if source == "published":
+        published_folder(published_dir)  # a bad FRUIT_DATASETS: said before any folder is made
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{task_slug}.", suffix=".partial", dir=root))
     try:
