@@ -348,6 +348,7 @@ CORPUS += [
     ("run-scheduler-not-an-address", run("--scheduler", "garbage"), "--scheduler 'garbage' is not a Dask address"),
     ("train-model-option-not-an-integer", lambda m, t: [*train("--architecture", "Tf+Sup")(m, t), "--profile", str(profile_file(FIXED + '[training]\nmodel_options = { sup_size = "abc" }\n')(t))], "model option sup_size must be a positive integer, got 'abc'"),
     ("train-model-option-init-scale", lambda m, t: [*train()(m, t), "--profile", str(profile_file(FIXED + '[training]\nmodel_options = { init_scale = "abc" }\n')(t))], "model option init_scale must be a positive number"),
+    ("report-accuracy-above-1", report(full={"test": 1e308, "hierarchical": 0.5, "linear": 0.2, "log_ratio": 0.1}), "full.test = 1e+308 is not an accuracy (outside [0, 1])"),
     ("sizes-target-below-any-model", lambda m, t: ["sizes", "--task", QF, "--target", "1000"], "the smallest Tf+Nd+Nd has"),
     ("sizes-data-dir-not-a-folder", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(a_file(t))], "is not a folder"),
     ("sizes-empty-train", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(data_copy(m, t, lambda b: b""))], "no examples, so no vocabulary"),

@@ -268,3 +268,12 @@ def test_tables_name_the_code_their_runs_came_from(tmp_path):
     assert table.code == ("0123456", "0123456+dirty", "unrecorded")
     assert "code 0123456, 0123456+dirty, unrecorded" in markdown_table(table)
     assert "code 0123456, 0123456+dirty, unrecorded" in latex_table(table)
+
+
+def test_a_run_folder_name_with_a_leading_zero_or_odd_digits_is_not_a_second_run(tmp_path):
+    import shutil
+
+    run = write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
+    for odd in ("final-00", "final-²"):  # str.isdigit() accepts "²"; int() does not
+        shutil.copytree(run, run.parent / odd)
+    assert [(r.phase, r.index) for r in load_runs(tmp_path, "smoke")] == [("final", 0)]

@@ -12,6 +12,7 @@ run under another's name.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,11 +122,21 @@ def check_metrics(metrics: dict, path: Path) -> None:
             for v in table.values()
         ):
             raise FruitError(f"{path}: {accuracy!r} is not a table of numbers; {_ADVICE}")
+        outside = [
+            k for k, v in table.items() if k != "log_ratio" and v is not None and not 0 <= v <= 1
+        ]
+        if outside:
+            raise FruitError(
+                f"{path}: {accuracy}.{outside[0]} = {table[outside[0]]!r} is not an accuracy "
+                f"(outside [0, 1]); {_ADVICE}"
+            )
 
 
 def _parse_run_dir(run_dir: Path) -> tuple[str, int] | None:
+    """``search-3`` -> ("search", 3); None for a folder not named <phase>-<index> (ASCII
+    digits, no leading zero: ``final-00`` would be a second ``final-0``)."""
     phase, sep, index = run_dir.name.rpartition("-")
-    if not sep or not phase or not index.isdigit():
+    if not sep or not phase or not re.fullmatch(r"0|[1-9][0-9]*", index):
         return None
     return phase, int(index)
 
