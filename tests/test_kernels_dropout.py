@@ -121,3 +121,18 @@ def test_cuda_masks_equal_the_cpu_masks(dtype):
     for p in (0.1, 0.5):
         seed = D.fresh_seed()
         assert torch.equal(D.apply_mask(x.cuda(), seed, p).cpu(), D.apply_mask(x, seed, p))
+
+
+@pytest.mark.parametrize("variable", ["FRUIT_NATIVE", "FRUIT_ONEDNN"])
+def test_a_switch_with_another_value_than_0_or_1_is_an_error(variable, monkeypatch):
+    # FRUIT_NATIVE=false used to leave the C kernels on without a word
+    from fruit.errors import FruitError
+    from fruit.kernels import products
+
+    check = build.enabled if variable == "FRUIT_NATIVE" else products._prefer_onednn
+    for value, expected in (("0", False), ("1", True)):
+        monkeypatch.setenv(variable, value)
+        assert check() is expected
+    monkeypatch.setenv(variable, "false")
+    with pytest.raises(FruitError, match=f"{variable}='false': set it to 0 \\(off\\) or 1"):
+        check()

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from fruit.errors import FruitError
+
 COMPILE = ["-O3", "-march=native", "-ffast-math", "-fPIC", "-std=c11"]
 LINK = ["-shared"]
 REALS = {torch.float32: "float", torch.float64: "double"}  # the precisions compiled
@@ -72,7 +74,16 @@ class CSource:
 
 def enabled() -> bool:
     """False when the user turned the C kernels off with FRUIT_NATIVE=0."""
-    return os.environ.get("FRUIT_NATIVE", "1") != "0"
+    return switch("FRUIT_NATIVE", "1") == "1"
+
+
+def switch(variable: str, default: str) -> str:
+    """The value of an on/off environment variable: "0", "1" or ``default`` when unset; any
+    other value is an error (FRUIT_NATIVE=false would otherwise leave the kernels on)."""
+    value = os.environ.get(variable, default)
+    if value not in ("0", "1", default):
+        raise FruitError(f"{variable}={value!r}: set it to 0 (off) or 1 (on), or unset it")
+    return value
 
 
 def library_for(source: CSource, x: torch.Tensor) -> ctypes.CDLL | None:
@@ -119,7 +130,7 @@ def load(path: Path, real: str, declare, warn) -> ctypes.CDLL | None:
 
 
 def cache_dir() -> Path:
-    if "FRUIT_CACHE_DIR" in os.environ:
+    if os.environ.get("FRUIT_CACHE_DIR"):  # set and not empty ("" would mean: right here)
         return Path(os.environ["FRUIT_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "fruit"

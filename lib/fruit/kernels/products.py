@@ -30,16 +30,16 @@ import agrees with torch; otherwise (CUDA, float64) the functions call torch.
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from fruit.kernels.build import switch
+
 
 def _prefer_onednn() -> bool:
     """FRUIT_ONEDNN=1 / 0, else whether PyTorch runs AVX-512 kernels here."""
-    choice = os.environ.get("FRUIT_ONEDNN", "")
+    choice = switch("FRUIT_ONEDNN", "")
     if choice in ("0", "1"):
         return choice == "1"
     return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
