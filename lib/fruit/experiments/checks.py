@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from fruit.device import check_device
-from fruit.errors import StorageError, check_integer
+from fruit.errors import FruitError, StorageError, check_integer
 from fruit.io import disk_full
 
 # A LocalCluster of more workers than this many per CPU core only thrashes (each worker
@@ -27,6 +27,7 @@ def check_run_options(args) -> None:
       here (a LocalCluster); with ``--scheduler``/``--cluster`` the workers may have GPUs
       this machine lacks, so only the spelling is checked;
     * ``--workers`` (at most ``WORKERS_PER_CORE`` per CPU core) and ``--threads``;
+    * ``--notebook``, when given, is a file;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
       written, unless ``--dry-run``.
     """
@@ -37,6 +38,9 @@ def check_run_options(args) -> None:
         check_integer("--workers", args.workers, 1, WORKERS_PER_CORE * cores)
     if args.threads is not None:
         check_integer("--threads", args.threads, 1, max(cores, 1) * WORKERS_PER_CORE)
+    notebook = getattr(args, "notebook", None)
+    if notebook and not Path(notebook).is_file():
+        raise FruitError(f"--notebook {notebook!r}: no such notebook file")
     if getattr(args, "dry_run", False):
         return
     folders = [Path(args.results)]

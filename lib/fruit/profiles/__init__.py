@@ -230,7 +230,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         if split not in data:
             raise fail(f"[data] needs {split} = <number of examples>")
         sizes[split] = _integer(data[split], f"data.{split}", fail, minimum=1)
-    data_seed = _integer(data.get("seed", derive_seed(seed, "data")), "data.seed", fail)
+    data_seed = _integer(data.get("seed", derive_seed(seed, "data")), "data.seed", fail, minimum=0)
 
     search = raw.get("search", {})
     trials = _integer(search.get("trials", 0), "search.trials", fail, minimum=0)

@@ -60,6 +60,8 @@ def parse_line(line: str, where: str) -> Example:
             f"is not allowed in a token{hint}"
         )
     fields = line.split("\t")
+    if not line.strip():
+        raise FruitError(f"{where}: an empty line (expected 'SOURCE<TAB>TARGET')")
     if len(fields) != 2:
         raise FruitError(
             f"{where}: expected 'SOURCE<TAB>TARGET' (exactly one tab), found {len(fields) - 1} tabs"
@@ -117,9 +119,12 @@ def check_sources(examples: Sequence[Example], markers: Sequence[str], name: str
     for i, (source, _) in enumerate(examples, 1):
         if source[-1] not in markers or len(source) < 2:
             wanted = " or ".join(repr(m) for m in markers)
+            found = " ".join(source)
+            if len(found) > 80:  # a whole long line would make a megabyte of an error
+                found = found[:60] + f" ... ({len(found):,} characters)"
             raise FruitError(
                 f"{name}:{i}: expected a source ending in the marker {wanted} "
-                f"after at least one word, found {' '.join(source)!r}"
+                f"after at least one word, found {found!r}"
             )
 
 
