@@ -353,6 +353,7 @@ CORPUS += [
     ("run-profile-data-seed-negative", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED.replace("[data]", "[data]\nseed = -5"))(t)), "--dry-run"], "data.seed must be at least 0, not -5"),
     ("data-official-empty-line", official(lambda b: b + b"\n"), "test.tsv:21: an empty line"),
     ("data-official-long-line", official(lambda b: b"x" * 100_000 + b"\tx\n" + b), "... (100,000 characters)"),
+    ("data-compare-empty-split", lambda m, t: compare_folders(m, t, 0, 10)[:-2], "test.tsv: no examples to compare"),
     ("sizes-target-below-any-model", lambda m, t: ["sizes", "--task", QF, "--target", "1000"], "the smallest Tf+Nd+Nd has"),
     ("sizes-data-dir-not-a-folder", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(a_file(t))], "is not a folder"),
     ("sizes-empty-train", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(data_copy(m, t, lambda b: b""))], "no examples, so no vocabulary"),

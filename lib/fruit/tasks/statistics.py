@@ -126,6 +126,13 @@ def split_statistics(task: Task, examples: list[Example]) -> dict[str, float]:
     }
 
 
+def _some_examples(path: Path) -> list[Example]:
+    examples = read_tsv(path)
+    if not examples:
+        raise FruitError(f"{path}: no examples to compare")
+    return examples
+
+
 def compare(
     data_dir: str | os.PathLike, slugs=TASKS, published_dir: str | os.PathLike | None = None
 ) -> list[dict]:
@@ -137,9 +144,11 @@ def compare(
     rows = []
     for slug, split, side, path in compared_splits(data_dir, slugs, published_dir):
         task = get_task(slug)
-        ours = split_statistics(task, read_tsv(path))
+        ours = split_statistics(task, _some_examples(path))
         if published_dir is not None:
-            theirs = split_statistics(task, read_tsv(Path(published_dir) / slug / f"{side}.tsv"))
+            theirs = split_statistics(
+                task, _some_examples(Path(published_dir) / slug / f"{side}.tsv")
+            )
         else:
             theirs = dict(zip(STATISTICS, PUBLISHED[slug][side]))
         for name in STATISTICS:
