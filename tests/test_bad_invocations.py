@@ -354,6 +354,8 @@ CORPUS += [
     ("data-official-empty-line", official(lambda b: b + b"\n"), "test.tsv:21: an empty line"),
     ("data-official-long-line", official(lambda b: b"x" * 100_000 + b"\tx\n" + b), "... (100,000 characters)"),
     ("data-compare-empty-split", lambda m, t: compare_folders(m, t, 0, 10)[:-2], "test.tsv: no examples to compare"),
+    ("run-profile-clip-norm-negative", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED + "[training]\nclip_norm = -1\n")(t)), "--dry-run"], "training.clip_norm must be a finite number above 0, not -1"),
+    ("run-profile-patience-a-string", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED + '[training]\nearly_stop_patience = "3"\n')(t)), "--dry-run"], "training.early_stop_patience must be an integer"),
     ("sizes-target-below-any-model", lambda m, t: ["sizes", "--task", QF, "--target", "1000"], "the smallest Tf+Nd+Nd has"),
     ("sizes-data-dir-not-a-folder", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(a_file(t))], "is not a folder"),
     ("sizes-empty-train", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(data_copy(m, t, lambda b: b""))], "no examples, so no vocabulary"),

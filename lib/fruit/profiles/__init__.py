@@ -28,7 +28,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fruit.errors import FruitError, unknown_choice
+from fruit.errors import (
+    MAX_D,
+    MAX_SEED,
+    MAX_TARGET_PARAMS,
+    FruitError,
+    check_integer,
+    check_number,
+    unknown_choice,
+)
 
 try:  # Python >= 3.11
     import tomllib
@@ -259,8 +267,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         raise fail(f"final.learning_rate must be a finite number above 0, not {fixed_lr!r}")
 
     training = dict(raw.get("training", {}))
-    if "checkpoint_every" in training:
-        _integer(training["checkpoint_every"], "training.checkpoint_every", fail, minimum=1)
+    _check_training(training, fail)
 
     return Profile(
         name=name,
@@ -286,6 +293,36 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         training=training,
         source=source,
     )
+
+
+# [training] settings and their ranges, as fruit.training.config.check_ranges checks them
+# in each run: here once, so that `fruit run` (and --dry-run) refuses a bad profile before
+# any run starts. model_options are checked by fruit.models when a model is built.
+_TRAINING_INTEGERS = {
+    "checkpoint_every": (1, None), "target_params": (1, MAX_TARGET_PARAMS), "d": (1, MAX_D),
+    "sampling_seed": (0, MAX_SEED), "lr_patience": (0, None), "early_stop_patience": (1, None),
+    "num_samples": (0, None), "eval_batch_tokens": (1, None), "sample_prompt_tokens": (1, None),
+}  # fmt: skip
+
+
+def _check_training(training: dict, fail) -> None:
+    for key, (low, high) in _TRAINING_INTEGERS.items():
+        if key in training:
+            try:
+                check_integer(f"training.{key}", training[key], low, high)
+            except FruitError as e:
+                raise fail(str(e)) from None
+    try:
+        if "clip_norm" in training:
+            check_number("training.clip_norm", training["clip_norm"], above=0)
+        if "lr_factor" in training:
+            check_number("training.lr_factor", training["lr_factor"], above=0, below=1)
+    except FruitError as e:
+        raise fail(str(e)) from None
+    if "partial_on_test" in training:
+        _boolean(training["partial_on_test"], "training.partial_on_test", fail)
+    if not isinstance(training.get("model_options", {}), dict):
+        raise fail("training.model_options must be a table, e.g. { sup_size = 50 }")
 
 
 def _boolean(value, what, fail) -> bool:
