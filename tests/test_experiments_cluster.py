@@ -348,6 +348,26 @@ def test_jobqueue_dashboard_comes_with_an_ssh_tunnel(tmp_path: Path, monkeypatch
         quiet.close()
 
 
+def test_the_data_step_returns_its_fruit_error_for_the_sweep_to_print(tmp_path: Path):
+    # what keeps a Dask worker from logging a bad input with a traceback (raised on the
+    # worker, Dask logs it as a failed task first): the error comes back as a value
+    from fruit.errors import FruitError
+    from fruit.experiments.sweep import _prepare_data
+
+    (tmp_path / "published").mkdir()
+    sizes = {"train": 100, "dev": 10, "test": 10, "gen": 10}
+    outcome = _prepare_data(
+        str(tmp_path / "data"),
+        "question-formation",
+        1,
+        sizes,
+        "published",
+        str(tmp_path / "published"),
+    )
+    assert isinstance(outcome, FruitError) and "dev.tsv: file not found" in str(outcome)
+
+
+@pytest.mark.slow  # a cluster start (~20 s); the test above checks the mechanism
 def test_missing_published_files_are_one_line_not_a_worker_traceback(tmp_path: Path):
     # The data are made on a worker; a FruitError there (here: a published folder without
     # the task's files) reaches the user as fruit's one line, and the worker does not log
