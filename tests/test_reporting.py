@@ -277,3 +277,17 @@ def test_a_run_folder_name_with_a_leading_zero_or_odd_digits_is_not_a_second_run
     for odd in ("final-00", "final-²"):  # str.isdigit() accepts "²"; int() does not
         shutil.copytree(run, run.parent / odd)
     assert [(r.phase, r.index) for r in load_runs(tmp_path, "smoke")] == [("final", 0)]
+
+
+def test_report_says_when_there_are_no_final_runs_yet(tmp_path, capsys):
+    from fruit.cli import main as cli_main
+
+    write_run(
+        tmp_path / "runs", "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5), phase="search"
+    )
+    argv = ["report", "--results", str(tmp_path / "runs"), "--profile", "smoke", "--no-paper",
+            "--no-figures", "--out", str(tmp_path / "tables")]  # fmt: skip
+    assert cli_main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "no final runs of profile smoke yet: the tables are empty"
+    )

@@ -67,7 +67,10 @@ def main(args: argparse.Namespace) -> int:
         paper=not args.no_paper,
         figures=not args.no_figures,
     )
-    print(reporting.summary(tables))
+    print(
+        reporting.summary(tables)
+        or f"no final runs of profile {args.profile} yet: the tables are empty"
+    )
     for kind, paths in written.items():
         folders = sorted({str(p.parent) for p in paths})
         print(f"{kind}: {len(paths)} files in {', '.join(folders) or '-'}")
