@@ -136,3 +136,16 @@ def test_a_switch_with_another_value_than_0_or_1_is_an_error(variable, monkeypat
     monkeypatch.setenv(variable, "false")
     with pytest.raises(FruitError, match=f"{variable}='false': set it to 0 \\(off\\) or 1"):
         check()
+
+
+def test_a_cache_folder_that_is_a_file_is_named_as_the_cause(tmp_path, monkeypatch):
+    if build.compiler() is None:
+        pytest.skip("no C compiler here")
+    (tmp_path / "cache").write_text("a file, not a folder\n")
+    monkeypatch.setenv("FRUIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("FRUIT_NATIVE", raising=False)
+    reasons = []
+    assert build.load(D.SOURCE.path, "float", D.SOURCE.declare, reasons.append) is None
+    assert reasons == [
+        f"the kernels' cache folder {tmp_path / 'cache'} is a file (FRUIT_CACHE_DIR?)"
+    ]

@@ -124,7 +124,11 @@ def load(path: Path, real: str, declare, warn) -> ctypes.CDLL | None:
             _build(cc, real, target, path)
             lib = ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as error:
-        warn(str(error))
+        reason = str(error)
+        cache = cache_dir()
+        if cache.exists() and not cache.is_dir():  # the cause to name, not the symptom
+            reason = f"the kernels' cache folder {cache} is a file (FRUIT_CACHE_DIR?)"
+        warn(reason)
         return None
     return declare(lib)
 
