@@ -262,7 +262,7 @@ def test_a_utf8_bom_and_crlf_line_ends_read_as_plain_lf_utf8(data_dir):
         ("a\u200bb decl\tx\n".encode(), "f.tsv:1: the character U+200B (ZERO WIDTH SPACE)"),
         ("a b decl\tx\n\ufeffc decl\tx\n".encode(), "f.tsv:2: the character U+FEFF"),
         (b"a b decl\tx\rc d decl\tx\r", "(old Mac line ends? use LF or CRLF)"),
-        (b"a b decl\tx\n\nc decl\tx\n", "f.tsv:2: expected 'SOURCE<TAB>TARGET'"),
+        (b"a b decl\tx\n\nc decl\tx\n", "f.tsv:2: an empty line (expected 'SOURCE<TAB>TARGET')"),
     ],
 )  # fmt: skip
 def test_the_tsv_policy_refuses_what_would_change_tokens(content, named):
