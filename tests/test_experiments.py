@@ -404,3 +404,62 @@ def test_compute_estimate_scales_with_the_profile():
     # a search trial of 3 epochs over 100k examples of ~tokens_per_example tokens
     epoch_hours = 100_000 * tokens_per_example(qf) / TOKENS_PER_SECOND["Tf"] / 3600
     assert costs[qf, "Tf"].core_hours > 4 * 3 * epoch_hours
+
+
+def test_compute_estimate_learns_from_the_run_records(tmp_path):
+    """With a results folder, final runs are counted at their recorded length and only
+    what is unfinished is left (less the epochs a paused run has logged)."""
+    import json
+
+    from fruit.experiments.cost import (
+        FINAL_EPOCHS,
+        TOKENS_PER_SECOND,
+        pair_costs,
+        tokens_per_example,
+    )
+    from fruit.profiles import run_folder
+
+    claims = load_profile("claims")
+    qf, de = "question-formation", "question-formation-in-german"
+
+    def cost(results):
+        return {(c.task, c.architecture): c for c in pair_costs(claims, results_dir=results)}
+
+    untouched, plain = cost(tmp_path), {(c.task, c.architecture): c for c in pair_costs(claims)}
+    for pair, c in untouched.items():  # nothing recorded: everything is left
+        assert c.recorded == 0 and c.final_epochs == FINAL_EPOCHS
+        assert c.left_core_hours == pytest.approx(c.core_hours)
+        assert c.core_hours == pytest.approx(plain[pair].core_hours)
+
+    def record(task, arch, phase, index, epochs, seconds=3600.0):
+        folder = run_folder(tmp_path, "claims", task, arch, phase, index)
+        folder.mkdir(parents=True)
+        metrics = {"epochs": epochs, "train_seconds": seconds, "status": "complete"}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+
+    def paused(task, arch, phase, index, epochs):
+        folder = run_folder(tmp_path, "claims", task, arch, phase, index)
+        folder.mkdir(parents=True)
+        (folder / "log.csv").write_text(f"examples_seen,epoch\n80000,0.8\n1,{epochs}\n")
+
+    record(qf, "LSTM", "final", 0, 30.0)
+    record(qf, "LSTM", "final", 1, 40.0)
+    record(qf, "Tf", "final", 0, 14.0)
+    record(qf, "Tf", "search", 0, 3.0)
+    paused(qf, "LSTM", "final", 2, 20.0)  # 15 epochs short of the mean of 35
+    paused(qf, "LSTM", "final", 3, 50.0)  # past it: still one more epoch
+    c = cost(tmp_path)
+
+    lstm = c[qf, "LSTM"]
+    assert lstm.final_epochs == 35.0 and "2 recorded" in lstm.final_epochs_from
+    assert lstm.recorded == 2
+    epoch = 100_000 * tokens_per_example(qf) / TOKENS_PER_SECOND["LSTM"] / 3600
+    # left: 4 search trials of 3 epochs, final-2's 15 epochs, final-3's 1, final-4's 35
+    # (each plus one evaluation, under a fortieth of an epoch here)
+    assert lstm.left_core_hours == pytest.approx((4 * 3 + 15 + 1 + 35) * epoch, rel=0.05)
+    assert lstm.recorded_train_hours == pytest.approx(2.0)
+    assert lstm.recorded_estimate_hours == pytest.approx(70 * epoch)
+    # Tf on German has no final run of its own: Tf's on question formation stand in
+    assert c[de, "Tf"].final_epochs == 14.0 and "other tasks" in c[de, "Tf"].final_epochs_from
+    assert c[qf, "Tf"].recorded == 2
+    assert c[de, "Tf+Nd"].final_epochs == FINAL_EPOCHS  # nothing recorded for Tf+Nd

@@ -219,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
             f"{len(pairs) * profile.search_trials} search runs + {len(pairs) * profile.final_runs} "
             f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
-        print(describe(profile, workers=args.workers or 2, pairs=pairs))
+        print(describe(profile, workers=args.workers or 2, pairs=pairs, results_dir=args.results))
         return 0
 
     from fruit.experiments.sweep import Sweep

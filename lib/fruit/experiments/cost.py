@@ -14,15 +14,27 @@ length) plus one evaluation of dev/test/gen (forward passes only, counted as a t
 training token each). It is a planning number, not a promise: throughput changes with
 string length (the nondeterministic stack's cost grows faster than linearly with it) and
 with the batch-token budget.
+
+Given the results folder, the estimate also reads the profile's run records, so that a
+campaign in progress can be planned from what it has learned: final runs are counted at
+the mean length of the pair's recorded final runs (else of the architecture's recorded
+final runs on other tasks, else ``FINAL_EPOCHS``), and what is *left* counts only runs
+without ``metrics.json``, less the epochs an unfinished run has already logged (at
+least one epoch each). The training time the recorded runs took (their
+``train_seconds``) is printed next to what the same formula predicts for them, which
+says how far this machine's load is from the reference measurements.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import functools
+from pathlib import Path
 
 from fruit.experiments.plan import groups
-from fruit.profiles import Profile
+from fruit.io import read_metrics
+from fruit.profiles import Profile, run_folder
 
 # Training tokens per second at one thread (benchmarks/models.py --threads 1, all fifteen
 # in one run, question-formation batches of <= 2048 tokens, on the 2-core AMD EPYC (AVX2)
@@ -55,7 +67,13 @@ class PairCost:
     task: str
     architecture: str
     runs: int
-    core_hours: float
+    core_hours: float  # every run of the pair
+    final_epochs: float  # the length assumed for a final run
+    final_epochs_from: str  # where that length comes from, in words
+    recorded: int = 0  # runs with metrics.json
+    left_core_hours: float | None = None  # the runs still to train (None: records not read)
+    recorded_train_hours: float = 0.0  # what the recorded runs took (their train_seconds)
+    recorded_estimate_hours: float = 0.0  # what the formula predicts for those same runs
 
 
 @functools.cache
@@ -71,44 +89,155 @@ def tokens_per_example(task: str, sample: int = 2000) -> float:
     return sum(len(s) + len(t) + 1 for s, t in train) / len(train)
 
 
-def pair_costs(profile: Profile, pairs=None) -> list[PairCost]:
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What the results folder says about one planned run."""
+
+    task: str
+    architecture: str
+    phase: str
+    epochs: float  # trained so far (unfinished: the last line of log.csv; 0 if none)
+    finished: bool
+    train_seconds: float = 0.0
+
+
+def _logged_epochs(folder: Path) -> float:
+    """Epochs an unfinished run has logged (the last ``epoch`` of its log.csv), else 0."""
+    try:
+        with open(folder / "log.csv", newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        return float(rows[-1]["epoch"]) if rows else 0.0
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return 0.0
+
+
+def run_records(profile: Profile, results_dir: str | Path, pairs=None) -> list[RunRecord]:
+    """The state of every planned run of ``pairs`` (default: all) under ``results_dir``."""
+    records = []
+    for task, arch in pairs or groups(profile):
+        for phase, count in (("search", profile.search_trials), ("final", profile.final_runs)):
+            for index in range(count):
+                folder = run_folder(results_dir, profile.name, task, arch, phase, index)
+                metrics = read_metrics(folder)
+                if metrics is None:
+                    records.append(RunRecord(task, arch, phase, _logged_epochs(folder), False))
+                else:
+                    records.append(
+                        RunRecord(
+                            task,
+                            arch,
+                            phase,
+                            float(metrics.get("epochs") or 0.0),
+                            True,
+                            float(metrics.get("train_seconds") or 0.0),
+                        )
+                    )
+    return records
+
+
+def final_length(profile: Profile, task: str, arch: str, records: list[RunRecord]):
+    """(epochs, where from) assumed for a final run of (task, arch): the mean of the
+    pair's recorded final runs, else of the architecture's on other tasks, else
+    ``FINAL_EPOCHS``; never more than the profile's maximum."""
+    finals = [r for r in records if r.phase == "final" and r.finished and r.architecture == arch]
+    own = [r.epochs for r in finals if r.task == task]
+    other = [r.epochs for r in finals if r.task != task]
+    if own:
+        epochs, source = sum(own) / len(own), f"mean of its {len(own)} recorded"
+    elif other:
+        epochs, source = sum(other) / len(other), f"mean of {arch}'s {len(other)} on other tasks"
+    else:
+        epochs, source = FINAL_EPOCHS, "assumed"
+    cap = profile.max_epochs("final", arch)
+    return (cap, "the maximum") if epochs > cap else (epochs, source)
+
+
+def pair_costs(
+    profile: Profile, pairs=None, results_dir: str | Path | None = None
+) -> list[PairCost]:
     """Runs and core-hours of each (task, architecture) pair of the profile (or of
-    ``pairs``, a subset)."""
+    ``pairs``, a subset); with ``results_dir``, also what its records say is left."""
+    records = run_records(profile, results_dir, pairs) if results_dir is not None else []
     costs = []
     for task, arch in pairs or groups(profile):
         per_token = 1 / TOKENS_PER_SECOND[arch]
-        epoch = profile.sizes["train"] * tokens_per_example(task) * per_token
+        epoch = profile.sizes["train"] * tokens_per_example(task) * per_token  # core-seconds
         evaluation = (
             sum(profile.sizes[s] for s in ("dev", "test", "gen"))
             * tokens_per_example(task)
             * per_token
             * EVALUATION_TOKEN_COST
         )
-        search = profile.search_trials * (profile.max_epochs("search", arch) * epoch + evaluation)
-        final_epochs = min(FINAL_EPOCHS, profile.max_epochs("final", arch))
-        final = profile.final_runs * (final_epochs * epoch + evaluation)
+        search_epochs = profile.max_epochs("search", arch)
+        final_epochs, source = final_length(profile, task, arch, records)
+        length = {"search": search_epochs, "final": final_epochs}
+        whole = profile.search_trials * (
+            search_epochs * epoch + evaluation
+        ) + profile.final_runs * (final_epochs * epoch + evaluation)
+        mine = [r for r in records if (r.task, r.architecture) == (task, arch)]
+        left = None
+        if results_dir is not None:
+            left = sum(
+                max(length[r.phase] - r.epochs, 1.0) * epoch + evaluation
+                for r in mine
+                if not r.finished
+            )
+        done = [r for r in mine if r.finished]
         costs.append(
             PairCost(
-                task, arch, profile.search_trials + profile.final_runs, (search + final) / 3600
+                task,
+                arch,
+                profile.search_trials + profile.final_runs,
+                whole / 3600,
+                final_epochs,
+                source,
+                recorded=len(done),
+                left_core_hours=None if left is None else left / 3600,
+                recorded_train_hours=sum(r.train_seconds for r in done) / 3600,
+                recorded_estimate_hours=sum(r.epochs * epoch for r in done) / 3600,
             )
         )
     return costs
 
 
-def describe(profile: Profile, workers: int = 2, pairs=None) -> str:
+def describe(
+    profile: Profile, workers: int = 2, pairs=None, results_dir: str | Path | None = None
+) -> str:
     """The estimate as text: one line per pair, then the total and the wall-clock time
-    on ``workers`` one-thread workers."""
-    costs = pair_costs(profile, pairs)
+    on ``workers`` one-thread workers; with ``results_dir``, what is left of it."""
+    costs = pair_costs(profile, pairs, results_dir)
     lines = [
-        f"compute estimate (1 thread per run, reference 2-core CPU; final runs at "
-        f"<= {FINAL_EPOCHS} epochs, search trials at their maximum):"
+        "compute estimate (1 thread per run, reference 2-core CPU; search trials at their "
+        f"maximum epochs, final runs at {FINAL_EPOCHS} epochs unless recorded final runs "
+        "say otherwise):"
     ]
     for c in costs:
-        lines.append(f"  {c.task}/{c.architecture}: {c.runs} runs, {c.core_hours:.1f} core-hours")
+        line = f"  {c.task}/{c.architecture}: {c.runs} runs, {c.core_hours:.1f} core-hours"
+        if c.final_epochs_from != "assumed":
+            line += f" (final runs at {c.final_epochs:.1f} epochs, {c.final_epochs_from})"
+        if c.left_core_hours is not None:
+            line += f"; {c.recorded} recorded, {c.left_core_hours:.1f} core-hours left"
+        lines.append(line)
     total = sum(c.core_hours for c in costs)
     runs = sum(c.runs for c in costs)
     lines.append(
         f"total: {runs} runs, {total:.1f} core-hours; about {total / workers:.1f} h of wall-clock "
         f"time on {workers} one-thread workers"
     )
+    if results_dir is not None:
+        recorded = sum(c.recorded for c in costs)
+        left = sum(c.left_core_hours for c in costs)
+        lines.append(
+            f"left: {runs - recorded} runs, {left:.1f} core-hours; about {left / workers:.1f} h "
+            f"on {workers} one-thread workers"
+        )
+        spent = sum(c.recorded_train_hours for c in costs)
+        predicted = sum(c.recorded_estimate_hours for c in costs)
+        if recorded and predicted > 0:
+            lines.append(
+                f"the {recorded} recorded runs trained for {spent:.1f} core-hours, against "
+                f"{predicted:.1f} predicted for their epochs ({spent / predicted:.1f}x; the throughputs "
+                "were measured on a quiet machine: scale the estimate by this ratio where runs "
+                "share the machine as they did)"
+            )
     return "\n".join(lines)
