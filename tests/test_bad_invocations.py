@@ -356,6 +356,8 @@ CORPUS += [
     ("data-compare-empty-split", lambda m, t: compare_folders(m, t, 0, 10)[:-2], "test.tsv: no examples to compare"),
     ("run-profile-clip-norm-negative", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED + "[training]\nclip_norm = -1\n")(t)), "--dry-run"], "training.clip_norm must be a finite number above 0, not -1"),
     ("run-profile-patience-a-string", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED + '[training]\nearly_stop_patience = "3"\n')(t)), "--dry-run"], "training.early_stop_patience must be an integer"),
+    ("run-profile-model-option-unknown", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED + "[training]\nmodel_options = { sup_sise = 5 }\n")(t)), "--dry-run"], "training.model_options: unknown model option 'sup_sise'; valid choices: dropout"),
+    ("run-profile-model-option-zero", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED + "[training]\nmodel_options = { nd_size = 0 }\n")(t)), "--dry-run"], "training.model_options: model option nd_size must be a positive integer, got 0"),
     ("sizes-target-below-any-model", lambda m, t: ["sizes", "--task", QF, "--target", "1000"], "the smallest Tf+Nd+Nd has"),
     ("sizes-data-dir-not-a-folder", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(a_file(t))], "is not a folder"),
     ("sizes-empty-train", lambda m, t: ["sizes", "--task", QF, "--data-dir", str(data_copy(m, t, lambda b: b""))], "no examples, so no vocabulary"),

@@ -297,7 +297,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
 
 # [training] settings and their ranges, as fruit.training.config.check_ranges checks them
 # in each run: here once, so that `fruit run` (and --dry-run) refuses a bad profile before
-# any run starts. model_options are checked by fruit.models when a model is built.
+# any run starts; model_options as fruit.models checks them when it builds a model.
 _TRAINING_INTEGERS = {
     "checkpoint_every": (1, None), "target_params": (1, MAX_TARGET_PARAMS), "d": (1, MAX_D),
     "sampling_seed": (0, MAX_SEED), "lr_patience": (0, None), "early_stop_patience": (1, None),
@@ -323,6 +323,12 @@ def _check_training(training: dict, fail) -> None:
         _boolean(training["partial_on_test"], "training.partial_on_test", fail)
     if not isinstance(training.get("model_options", {}), dict):
         raise fail("training.model_options must be a table, e.g. { sup_size = 50 }")
+    from fruit.models.registry import resolve_options  # plain Python: no torch
+
+    try:
+        resolve_options(training.get("model_options", {}))
+    except FruitError as e:
+        raise fail(f"training.model_options: {e}") from None
 
 
 def _boolean(value, what, fail) -> bool:
