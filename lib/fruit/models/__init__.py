@@ -14,13 +14,8 @@ See docs/contracts.md §3 for the full interface.
 
 import importlib
 
-from fruit.models.registry import (
-    ARCHITECTURES,
-    DEFAULT_OPTIONS,
-    ArchSpec,
-    build_model,
-    parse_architecture,
-)
+from fruit.model_options import DEFAULT_OPTIONS
+from fruit.models.registry import ARCHITECTURES, ArchSpec, build_model, parse_architecture
 
 # Imported on first use: actions needs torch and sizing needs SymPy (about a second
 # together), while `fruit report` and the report notebooks only need the names above.

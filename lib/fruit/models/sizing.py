@@ -18,7 +18,8 @@ from fractions import Fraction
 import sympy
 
 from fruit.errors import FruitError
-from fruit.models.registry import DEFAULT_OPTIONS, ArchSpec, parse_architecture
+from fruit.model_options import DEFAULT_OPTIONS
+from fruit.models.registry import ArchSpec, parse_architecture
 from fruit.names import TARGET_PARAMS
 from fruit.stacks.nondeterministic import num_actions  # A = |Q||Γ|(2|Q||Γ| + |Q|)
 

@@ -37,6 +37,7 @@ from fruit.errors import (
     check_number,
     unknown_choice,
 )
+from fruit.model_options import resolve_options
 
 try:  # Python >= 3.11
     import tomllib
@@ -323,8 +324,6 @@ def _check_training(training: dict, fail) -> None:
         _boolean(training["partial_on_test"], "training.partial_on_test", fail)
     if not isinstance(training.get("model_options", {}), dict):
         raise fail("training.model_options must be a table, e.g. { sup_size = 50 }")
-    from fruit.models.registry import resolve_options  # plain Python: no torch
-
     try:
         resolve_options(training.get("model_options", {}))
     except FruitError as e:
