@@ -463,3 +463,31 @@ def test_compute_estimate_learns_from_the_run_records(tmp_path):
     assert c[de, "Tf"].final_epochs == 14.0 and "other tasks" in c[de, "Tf"].final_epochs_from
     assert c[qf, "Tf"].recorded == 2
     assert c[de, "Tf+Nd"].final_epochs == FINAL_EPOCHS  # nothing recorded for Tf+Nd
+
+
+def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Path):
+    """A name the notebook neither declares nor reads as a RunConfig field would be set
+    by papermill and silently ignored (e.g. the sweep's quieter progress bar)."""
+    import ast
+    import dataclasses
+    import json
+
+    from fruit import training
+    from fruit.experiments.plan import SWEEP_PROGRESS_SECONDS
+
+    notebook = json.loads((Path(__file__).parent.parent / "notebooks/train.ipynb").read_text())
+    cell = next(c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", []))
+    declared = {
+        t.id
+        for node in ast.parse("".join(cell["source"])).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+    }
+    fields = {f.name for f in dataclasses.fields(training.RunConfig)}
+    p = load_profile("claims")
+    spec = search_specs(p, p.tasks[0], p.architectures[0])[0]
+    params = spec.parameters(
+        p, data_dir=tmp_path, run_dir=tmp_path, results_dir=tmp_path, device="cpu", threads=1
+    )
+    assert set(params) <= declared | fields, set(params) - declared - fields
+    assert params["progress_seconds"] == SWEEP_PROGRESS_SECONDS >= 1

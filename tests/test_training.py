@@ -781,3 +781,12 @@ def test_text_progress_bar_off_a_terminal_redraws_rarely(monkeypatch):
     assert bar.mininterval < 1
     bar.close()
     assert loop._progress_bar(False, 10) is None
+
+
+def test_progress_bar_redraw_interval_can_be_set(monkeypatch):
+    from fruit.training import loop
+
+    monkeypatch.setattr(loop, "_on_terminal", lambda: True)
+    bar = loop._progress_bar(True, 10, seconds=10.0)
+    assert bar.mininterval == 10.0
+    bar.close()

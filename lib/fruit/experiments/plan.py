@@ -26,6 +26,11 @@ from fruit.profiles import Profile, derive_seed, run_folder
 # Run specifications
 
 
+# A sweep's runs redraw their progress bar at most this often: nobody watches them live
+# (the executed notebook keeps the last state), and each redraw costs the run time.
+SWEEP_PROGRESS_SECONDS = 10.0
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     """Everything one training run needs; its folder name is ``<phase>-<index>``."""
@@ -76,6 +81,7 @@ class RunSpec:
             output_dir=str(results_dir),
             device=device,
             threads=threads,
+            progress_seconds=SWEEP_PROGRESS_SECONDS,
         )
         return params
 

@@ -198,10 +198,13 @@ class Run:
         on_checkpoint: Callable | None = None,
         stop_at: float | None = None,
         pause_file: str | os.PathLike | None = None,
+        progress_seconds: float | None = None,
     ) -> None:
         """Train until early stopping, ``max_epochs``, or a nan/inf loss.
 
-        ``progress``: None, True (a tqdm bar) or a tqdm-like object with ``update(n)``.
+        ``progress``: None, True (a tqdm bar) or a tqdm-like object with ``update(n)``;
+        ``progress_seconds``: the least time between two redraws of that bar (default:
+        0.1 s for a widget or a terminal, ``TEXT_BAR_SECONDS`` for text in a log).
         ``on_checkpoint(run, row)`` is called after each checkpoint is saved.
         ``stop_at`` (a ``time.time()`` value): pause before a batch that would likely
         end after it -- the whole training state goes to ``checkpoint.pt``, ``paused``
@@ -216,7 +219,9 @@ class Run:
         (self.dir / PAUSED_MARKER).unlink(missing_ok=True)
         if self.finished or st.training_done:
             return
-        bar = _progress_bar(progress, total=c.max_epochs * len(self.train_strings))
+        bar = _progress_bar(
+            progress, total=c.max_epochs * len(self.train_strings), seconds=progress_seconds
+        )
         if bar is not None:
             bar.update(st.examples_seen)
         self._clock = (time.perf_counter(), st.seconds)
@@ -271,7 +276,7 @@ def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
             )
 
 
-def _progress_bar(progress, total: int):
+def _progress_bar(progress, total: int, seconds: float | None = None):
     if progress is None or progress is False:
         return None
     if progress is True:
@@ -283,8 +288,11 @@ def _progress_bar(progress, total: int):
         # A text bar that is not on a terminal (a papermill kernel's stderr, a log file)
         # becomes one output per redraw: thousands per run, each saved and validated
         # with the notebook by papermill. There it redraws every TEXT_BAR_SECONDS.
-        interval = 0.1 if _is_widget(tqdm) or _on_terminal() else TEXT_BAR_SECONDS
-        return tqdm(total=total, unit="ex", desc="training", mininterval=interval)
+        # A widget's redraw is a message to the kernel's client: cheap, but under
+        # papermill, where nobody watches, 10 per second cost a run ~3% of its time.
+        if seconds is None:
+            seconds = 0.1 if _is_widget(tqdm) or _on_terminal() else TEXT_BAR_SECONDS
+        return tqdm(total=total, unit="ex", desc="training", mininterval=seconds)
     return progress
 
 
