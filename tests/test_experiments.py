@@ -491,3 +491,31 @@ def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Pat
     )
     assert set(params) <= declared | fields, set(params) - declared - fields
     assert params["progress_seconds"] == SWEEP_PROGRESS_SECONDS >= 1
+
+
+def test_progress_estimate_starts_from_the_run_records(tmp_path):
+    """A sweep resumed over recorded runs estimates at once, from their seconds per
+    epoch and their final runs' length, instead of showing "remaining ~?"."""
+    import json
+
+    from fruit.experiments.sweep import Progress
+    from fruit.profiles import run_folder
+
+    p = load_profile("claims")
+    qf = "question-formation"
+    for phase, index, epochs, seconds in [("search", 0, 3.0, 300.0), ("final", 0, 30.0, 3000.0)]:
+        folder = run_folder(tmp_path, "claims", qf, "LSTM", phase, index)
+        folder.mkdir(parents=True)
+        metrics = {"epochs": epochs, "train_seconds": seconds}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+    progress = Progress(total=9, slots=2, stream=None, label="claims")
+    progress.learn_from_records(p, tmp_path, [(qf, "LSTM")])
+    assert progress.durations["LSTM"] == [100.0, 100.0]
+    assert progress.final_epochs[qf, "LSTM"] == 30.0
+    left = final_specs(p, qf, "LSTM", 1e-3, 1000)[1:]  # 4 final runs at 30 epochs
+    assert progress.estimate(left) == 4 * 30 * 100.0 / 2
+    # a damaged record leaves the estimate to the runs this call finishes
+    (run_folder(tmp_path, "claims", qf, "LSTM", "final", 0) / "metrics.json").write_text("{")
+    fresh = Progress(total=9, slots=2, stream=None, label="claims")
+    fresh.learn_from_records(p, tmp_path, [(qf, "LSTM")])
+    assert fresh.estimate(left) is None

@@ -23,7 +23,9 @@ half-written). The same command later goes on where this one stopped, and a run 
 and resumed ends exactly as an uninterrupted one would.
 
 A one-line progress display shows runs done / running / failed / left and an estimate
-of the time remaining. The bookkeeping of one ``run()`` (what each finished or failed run
+of the time remaining, from the seconds per epoch and the final runs' lengths that the
+profile's recorded runs show (``fruit.experiments.cost``), then from the runs this call
+finishes. The bookkeeping of one ``run()`` (what each finished or failed run
 unlocks next) is ``fruit.experiments.schedule``; the report notebooks,
 ``fruit.experiments.reports``.
 """
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.cost import FINAL_EPOCHS
+from fruit.experiments.cost import FINAL_EPOCHS, final_length, run_records
 from fruit.experiments.plan import RunSpec, check_metrics_match, groups, plan, relative_cost
 from fruit.experiments.reports import run_reports
 from fruit.experiments.schedule import Schedule, planned_runs
@@ -89,6 +91,7 @@ class Progress:
         self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
         self.done = self.failed = self.running = 0
         self.durations: dict[str, list[float]] = defaultdict(list)  # seconds per epoch
+        self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
         self.start = time.monotonic()
         self._last_line = ""
         self._last_print = 0.0
@@ -99,10 +102,24 @@ class Progress:
         epochs = epochs if epochs and epochs > 0 else spec.max_epochs
         self.durations[spec.architecture].append(seconds / epochs)
 
+    def learn_from_records(self, profile: Profile, results_dir, pairs) -> None:
+        """Start from what the recorded runs show: their seconds per epoch, and the
+        final runs' length per pair (``fruit.experiments.cost.final_length``)."""
+        try:
+            records = run_records(profile, results_dir, pairs)
+        except FruitError:  # a damaged record: the sweep itself reports it
+            return
+        for r in records:
+            if r.finished and r.epochs > 0 and r.train_seconds > 0:
+                self.durations[r.architecture].append(r.train_seconds / r.epochs)
+        for task, arch in pairs:
+            self.final_epochs[task, arch] = final_length(profile, task, arch, records)[0]
+
     def estimate(self, left: list[RunSpec]) -> float | None:
         """Seconds until the runs ``left`` are done: each at its architecture's measured
-        seconds per epoch times its maximum epochs, at most ``FINAL_EPOCHS`` (early
-        stopping ends final runs; fruit.experiments.cost), spread over the run slots."""
+        seconds per epoch times its maximum epochs, for a final run at most the pair's
+        expected length (``learn_from_records``; else ``FINAL_EPOCHS``: early stopping
+        ends final runs), spread over the run slots."""
         if not left:
             return 0.0
         everything = [r for rates in self.durations.values() for r in rates]
@@ -112,9 +129,10 @@ class Progress:
         work = 0.0
         for s in left:
             rates = self.durations.get(s.architecture)
-            work += (sum(rates) / len(rates) if rates else overall) * min(
-                s.max_epochs, FINAL_EPOCHS
-            )
+            expected = FINAL_EPOCHS
+            if s.phase == "final":
+                expected = self.final_epochs.get((s.task, s.architecture), FINAL_EPOCHS)
+            work += (sum(rates) / len(rates) if rates else overall) * min(s.max_epochs, expected)
         return work / self.slots
 
     def show(self, left: list[RunSpec], force: bool = False) -> None:
@@ -308,6 +326,7 @@ class Sweep:
         atomic_write_json(self.runs_root / "plan.json", plan(self.profile))
         result = SweepResult(total=planned_runs(self))
         progress = Progress(result.total, self.cluster.slots(), self.stream, self.profile.name)
+        progress.learn_from_records(self.profile, self.results_dir, self.pairs)
         schedule = Schedule(self, result, progress)
 
         profile = self.profile
