@@ -75,3 +75,9 @@ def test_benchmark_rejects_an_unknown_architecture(benchmark_script, capsys):
         bench.main(["--arch", "LSTM+Foo"])
     err = capsys.readouterr().err
     assert "unknown architecture 'LSTM+Foo'; valid choices: Tf, Tf+Sup" in err
+
+
+def test_workers_benchmark_skips_without_data(benchmark_script, tmp_path, capsys):
+    bench = benchmark_script("workers")
+    assert bench.main(["--data-dir", str(tmp_path), "--seconds", "1"]) == 0
+    assert "skipped" in capsys.readouterr().out
