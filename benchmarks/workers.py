@@ -6,9 +6,11 @@ runs them.
     .venv/bin/python benchmarks/workers.py [--arch LSTM --arch Tf] [--seconds 20] [--repeats 1]
 
 Each measurement is `benchmarks/models.py --arch A --seconds S` in its own process (real
-question-formation batches, forward + backward + Adam step; models.py also times Tf,
-which is left out here unless asked for); the concurrent runs start together and train
-for the same time. For every layout it prints each run's tokens per second and the
+question-formation batches, forward + backward + Adam step). models.py also times Tf
+(and the architecture's base, Tf, RNN or LSTM) one after the other in each process, so
+concurrent processes, started together but each loading at its own pace, overlap for
+most but not all of their timed seconds: ask for enough --seconds (20 or more) that the
+start-up is small beside them. For every layout it prints each run's tokens per second and the
 machine's total, and that total against one one-thread run: a total near N for N runs
 at once means the cores are independent; near 1, that they share one core's execution
 units (e.g. SMT siblings of a virtual machine) or its memory bandwidth. The load
@@ -43,9 +45,9 @@ def throughput(arch: str, seconds: float, threads: int, copies: int, data_dir=No
         subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
         for _ in range(copies)
     ]
+    outputs = [process.communicate()[0] for process in processes]  # wait for them all
     speeds = []
-    for process in processes:
-        out, _ = process.communicate()
+    for process, out in zip(processes, outputs):
         if process.returncode != 0:
             raise SystemExit(f"benchmarks/models.py failed (exit {process.returncode})")
         if "skipped" in out:

@@ -431,38 +431,55 @@ def test_compute_estimate_learns_from_the_run_records(tmp_path):
         assert c.left_core_hours == pytest.approx(c.core_hours)
         assert c.core_hours == pytest.approx(plain[pair].core_hours)
 
-    def record(task, arch, phase, index, epochs, seconds=3600.0):
-        folder = run_folder(tmp_path, "claims", task, arch, phase, index)
-        folder.mkdir(parents=True)
-        metrics = {"epochs": epochs, "train_seconds": seconds, "status": "complete"}
-        (folder / "metrics.json").write_text(json.dumps(metrics))
+    def folder(task, arch, phase, index):
+        path = run_folder(tmp_path, "claims", task, arch, phase, index)
+        path.mkdir(parents=True)
+        return path
 
-    def paused(task, arch, phase, index, epochs):
-        folder = run_folder(tmp_path, "claims", task, arch, phase, index)
-        folder.mkdir(parents=True)
-        (folder / "log.csv").write_text(f"examples_seen,epoch\n80000,0.8\n1,{epochs}\n")
+    def record(task, arch, phase, index, epochs, seconds=3600.0, status="complete"):
+        metrics = {"epochs": epochs, "train_seconds": seconds, "status": status}
+        (folder(task, arch, phase, index) / "metrics.json").write_text(json.dumps(metrics))
+
+    def unfinished(task, arch, phase, index, logged, paused_at=None):
+        path = folder(task, arch, phase, index)
+        (path / "log.csv").write_text(f"examples_seen,epoch\n80000,0.8\n1,{logged}\n")
+        if paused_at is not None:  # where it paused, after its last checkpoint
+            (path / "paused.json").write_text(json.dumps({"examples_seen": paused_at}))
 
     record(qf, "LSTM", "final", 0, 30.0)
     record(qf, "LSTM", "final", 1, 40.0)
+    record(qf, "LSTM", "final", 4, 0.2, status="diverged")  # says nothing of the length
     record(qf, "Tf", "final", 0, 14.0)
     record(qf, "Tf", "search", 0, 3.0)
-    paused(qf, "LSTM", "final", 2, 20.0)  # 15 epochs short of the mean of 35
-    paused(qf, "LSTM", "final", 3, 50.0)  # past it: still one more epoch
+    unfinished(qf, "LSTM", "final", 2, 19.2, paused_at=2_000_000)  # 20 epochs: 15 short
+    unfinished(qf, "LSTM", "final", 3, 50.0)  # past the mean: still one more epoch
+    unfinished(qf, "LSTM", "search", 0, 2.4, paused_at=250_000)  # 0.5 epochs left
+    unfinished(qf, "LSTM", "search", 1, 3.0)  # its last checkpoint: nothing left
     c = cost(tmp_path)
 
     lstm = c[qf, "LSTM"]
     assert lstm.final_epochs == 35.0 and "2 recorded" in lstm.final_epochs_from
-    assert lstm.recorded == 2
+    assert lstm.recorded == 3
     epoch = 100_000 * tokens_per_example(qf) / TOKENS_PER_SECOND["LSTM"] / 3600
-    # left: 4 search trials of 3 epochs, final-2's 15 epochs, final-3's 1, final-4's 35
+    # left: search 0.5 + 0 + 3 + 3 epochs, finals 2 and 3: 15 and 1
     # (each plus one evaluation, under a fortieth of an epoch here)
-    assert lstm.left_core_hours == pytest.approx((4 * 3 + 15 + 1 + 35) * epoch, rel=0.05)
-    assert lstm.recorded_train_hours == pytest.approx(2.0)
-    assert lstm.recorded_estimate_hours == pytest.approx(70 * epoch)
+    assert lstm.left_core_hours == pytest.approx((0.5 + 0 + 3 + 3 + 15 + 1) * epoch, rel=0.05)
+    assert lstm.recorded_train_hours == pytest.approx(3.0)
+    assert lstm.recorded_estimate_hours == pytest.approx(70.2 * epoch)
     # Tf on German has no final run of its own: Tf's on question formation stand in
     assert c[de, "Tf"].final_epochs == 14.0 and "other tasks" in c[de, "Tf"].final_epochs_from
     assert c[qf, "Tf"].recorded == 2
     assert c[de, "Tf+Nd"].final_epochs == FINAL_EPOCHS  # nothing recorded for Tf+Nd
+    # costing one pair still learns from the others' records
+    (only,) = pair_costs(claims, [(de, "Tf")], results_dir=tmp_path)
+    assert only.final_epochs == 14.0 and only.recorded == 0
+
+    # a record whose numbers are not numbers: one line naming the file
+    (run_folder(tmp_path, "claims", qf, "Tf", "search", 0) / "metrics.json").write_text(
+        json.dumps({"epochs": "n/a", "train_seconds": 1.0, "status": "complete"})
+    )
+    with pytest.raises(FruitError, match=r"search-0/metrics.json is damaged \(epochs is 'n/a'"):
+        cost(tmp_path)
 
 
 def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Path):
@@ -506,7 +523,7 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     for phase, index, epochs, seconds in [("search", 0, 3.0, 300.0), ("final", 0, 30.0, 3000.0)]:
         folder = run_folder(tmp_path, "claims", qf, "LSTM", phase, index)
         folder.mkdir(parents=True)
-        metrics = {"epochs": epochs, "train_seconds": seconds}
+        metrics = {"epochs": epochs, "train_seconds": seconds, "status": "complete"}
         (folder / "metrics.json").write_text(json.dumps(metrics))
     progress = Progress(total=9, slots=2, stream=None, label="claims")
     progress.learn_from_records(p, tmp_path, [(qf, "LSTM")])

@@ -8,7 +8,8 @@
 * ``reports`` -- the report notebooks a finished sweep executes;
 * ``worker``  -- what a Dask worker executes: one run's train notebook, one report notebook;
 * ``cluster`` -- where the runs execute: ``local_cluster``, ``attach``, ``jobqueue_cluster``;
-* ``cost``    -- ``fruit run --dry-run``'s estimate of runs and core-hours.
+* ``cost``    -- ``fruit run --dry-run``'s estimate of runs and core-hours;
+* ``run_state`` -- where each planned run stands, read from its folder (for the estimates).
 
 Model and training code runs inside the train notebook that each run executes, never in
 the sweep's process; from ``fruit.training`` the sweep takes only ``prepare_data``.

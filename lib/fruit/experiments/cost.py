@@ -1,6 +1,6 @@
 """What a profile will cost: runs, and CPU core-hours, before anything is trained.
 
-``fruit run --dry-run`` prints ``estimate(profile)``, so that a user can plan a campaign
+``fruit run --dry-run`` prints ``describe(profile)``, so that a user can plan a campaign
 in steps (``--time-limit``) or a cluster allocation. The estimate is
 
     core-seconds of a run = epochs x (predicted tokens of one epoch) / (tokens per second)
@@ -18,23 +18,23 @@ with the batch-token budget.
 Given the results folder, the estimate also reads the profile's run records, so that a
 campaign in progress can be planned from what it has learned: final runs are counted at
 the mean length of the pair's recorded final runs (else of the architecture's recorded
-final runs on other tasks, else ``FINAL_EPOCHS``), and what is *left* counts only runs
-without ``metrics.json``, less the epochs an unfinished run has already logged (at
-least one epoch each). The training time the recorded runs took (their
+final runs on other tasks, else ``FINAL_EPOCHS``; diverged runs left out), and what is
+*left* counts only runs without ``metrics.json``, less the epochs an unfinished run has
+already trained (a final run at least one more epoch; ``fruit.experiments.run_state``).
+The training time the recorded runs took (their
 ``train_seconds``) is printed next to what the same formula predicts for them, which
 says how far this machine's load is from the reference measurements.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import functools
 from pathlib import Path
 
 from fruit.experiments.plan import groups
-from fruit.io import read_metrics
-from fruit.profiles import Profile, run_folder
+from fruit.experiments.run_state import RunState, run_states
+from fruit.profiles import Profile
 
 # Training tokens per second at one thread (benchmarks/models.py --threads 1, all fifteen
 # in one run, question-formation batches of <= 2048 tokens, on the 2-core AMD EPYC (AVX2)
@@ -56,8 +56,9 @@ TOKENS_PER_SECOND = {
     "LSTM+Nd": 6_998,
     "LSTM+Nd+R": 7_488,
 }
-# Epochs assumed for a final run that early stopping ends (the paper-protocol runs we
-# have seen stopped after 5-12 epochs); a profile's smaller max_epochs wins.
+# Epochs assumed for a final run that early stopping ends, until a profile's records say
+# better (the claims campaign's transformers stopped after 7-17 epochs on question
+# formation, its LSTMs after 34 or more); a profile's smaller max_epochs wins.
 FINAL_EPOCHS = 10
 EVALUATION_TOKEN_COST = 1 / 3  # a forward-only token, in training tokens
 
@@ -89,59 +90,16 @@ def tokens_per_example(task: str, sample: int = 2000) -> float:
     return sum(len(s) + len(t) + 1 for s, t in train) / len(train)
 
 
-@dataclasses.dataclass(frozen=True)
-class RunRecord:
-    """What the results folder says about one planned run."""
-
-    task: str
-    architecture: str
-    phase: str
-    epochs: float  # trained so far (unfinished: the last line of log.csv; 0 if none)
-    finished: bool
-    train_seconds: float = 0.0
-
-
-def _logged_epochs(folder: Path) -> float:
-    """Epochs an unfinished run has logged (the last ``epoch`` of its log.csv), else 0."""
-    try:
-        with open(folder / "log.csv", newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-        return float(rows[-1]["epoch"]) if rows else 0.0
-    except (FileNotFoundError, KeyError, ValueError, TypeError):
-        return 0.0
-
-
-def run_records(profile: Profile, results_dir: str | Path, pairs=None) -> list[RunRecord]:
-    """The state of every planned run of ``pairs`` (default: all) under ``results_dir``."""
-    records = []
-    for task, arch in pairs or groups(profile):
-        for phase, count in (("search", profile.search_trials), ("final", profile.final_runs)):
-            for index in range(count):
-                folder = run_folder(results_dir, profile.name, task, arch, phase, index)
-                metrics = read_metrics(folder)
-                if metrics is None:
-                    records.append(RunRecord(task, arch, phase, _logged_epochs(folder), False))
-                else:
-                    records.append(
-                        RunRecord(
-                            task,
-                            arch,
-                            phase,
-                            float(metrics.get("epochs") or 0.0),
-                            True,
-                            float(metrics.get("train_seconds") or 0.0),
-                        )
-                    )
-    return records
-
-
-def final_length(profile: Profile, task: str, arch: str, records: list[RunRecord]):
+def final_length(
+    profile: Profile, task: str, arch: str, states: list[RunState]
+) -> tuple[float, str]:
     """(epochs, where from) assumed for a final run of (task, arch): the mean of the
-    pair's recorded final runs, else of the architecture's on other tasks, else
-    ``FINAL_EPOCHS``; never more than the profile's maximum."""
-    finals = [r for r in records if r.phase == "final" and r.finished and r.architecture == arch]
-    own = [r.epochs for r in finals if r.task == task]
-    other = [r.epochs for r in finals if r.task != task]
+    pair's completed final runs, else of the architecture's on other tasks, else
+    ``FINAL_EPOCHS``; never more than the profile's maximum. Diverged runs say nothing
+    about how long early stopping takes and are left out."""
+    finals = [s for s in states if s.phase == "final" and s.complete and s.architecture == arch]
+    own = [s.epochs for s in finals if s.task == task]
+    other = [s.epochs for s in finals if s.task != task]
     if own:
         epochs, source = sum(own) / len(own), f"mean of its {len(own)} recorded"
     elif other:
@@ -153,11 +111,15 @@ def final_length(profile: Profile, task: str, arch: str, records: list[RunRecord
 
 
 def pair_costs(
-    profile: Profile, pairs=None, results_dir: str | Path | None = None
+    profile: Profile,
+    pairs: list[tuple[str, str]] | None = None,
+    results_dir: str | Path | None = None,
 ) -> list[PairCost]:
     """Runs and core-hours of each (task, architecture) pair of the profile (or of
-    ``pairs``, a subset); with ``results_dir``, also what its records say is left."""
-    records = run_records(profile, results_dir, pairs) if results_dir is not None else []
+    ``pairs``, a subset); with ``results_dir``, also what its records say is left.
+    Final runs' lengths come from the records of all the profile's pairs, whichever
+    ``pairs`` are costed."""
+    states = run_states(profile, results_dir) if results_dir is not None else []
     costs = []
     for task, arch in pairs or groups(profile):
         per_token = 1 / TOKENS_PER_SECOND[arch]
@@ -169,16 +131,19 @@ def pair_costs(
             * EVALUATION_TOKEN_COST
         )
         search_epochs = profile.max_epochs("search", arch)
-        final_epochs, source = final_length(profile, task, arch, records)
+        final_epochs, source = final_length(profile, task, arch, states)
         length = {"search": search_epochs, "final": final_epochs}
         whole = profile.search_trials * (
             search_epochs * epoch + evaluation
         ) + profile.final_runs * (final_epochs * epoch + evaluation)
-        mine = [r for r in records if (r.task, r.architecture) == (task, arch)]
+        mine = [r for r in states if (r.task, r.architecture) == (task, arch)]
         left = None
         if results_dir is not None:
+            # a search trial's length is exact; a final run that has passed the expected
+            # length is still training: at least one more epoch
+            floor = {"search": 0.0, "final": 1.0}
             left = sum(
-                max(length[r.phase] - r.epochs, 1.0) * epoch + evaluation
+                max(length[r.phase] - r.epochs, floor[r.phase]) * epoch + evaluation
                 for r in mine
                 if not r.finished
             )
@@ -201,7 +166,10 @@ def pair_costs(
 
 
 def describe(
-    profile: Profile, workers: int = 2, pairs=None, results_dir: str | Path | None = None
+    profile: Profile,
+    workers: int = 2,
+    pairs: list[tuple[str, str]] | None = None,
+    results_dir: str | Path | None = None,
 ) -> str:
     """The estimate as text: one line per pair, then the total and the wall-clock time
     on ``workers`` one-thread workers; with ``results_dir``, what is left of it."""
@@ -234,9 +202,10 @@ def describe(
         spent = sum(c.recorded_train_hours for c in costs)
         predicted = sum(c.recorded_estimate_hours for c in costs)
         if recorded and predicted > 0:
+            ratio = spent / predicted
             lines.append(
                 f"the {recorded} recorded runs trained for {spent:.1f} core-hours, against "
-                f"{predicted:.1f} predicted for their epochs ({spent / predicted:.1f}x; the throughputs "
+                f"{predicted:.1f} predicted for their epochs ({ratio:.1f}x; the throughputs "
                 "were measured on a quiet machine: scale the estimate by this ratio where runs "
                 "share the machine as they did)"
             )

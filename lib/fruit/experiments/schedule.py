@@ -151,7 +151,10 @@ class Schedule:
             return
         self.result.trained += 1
         self.progress.done += 1
-        if seconds > 0:
+        trained = metrics.get("train_seconds")  # all attempts (``seconds``: this one's)
+        if isinstance(trained, (int, float)) and trained > 0:
+            self.progress.finished(spec, trained, metrics.get("epochs"))
+        elif seconds > 0:
             self.progress.finished(spec, seconds, metrics.get("epochs"))
         if spec.phase == "search":
             group = (spec.task, spec.architecture)

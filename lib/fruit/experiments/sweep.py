@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.cost import FINAL_EPOCHS, final_length, run_records
+from fruit.experiments.cost import FINAL_EPOCHS, final_length
 from fruit.experiments.plan import RunSpec, check_metrics_match, groups, plan, relative_cost
 from fruit.experiments.reports import run_reports
+from fruit.experiments.run_state import run_states
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics
@@ -98,22 +99,26 @@ class Progress:
         self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
 
     def finished(self, spec: RunSpec, seconds: float, epochs: float | None = None) -> None:
-        """A run of ``spec`` took ``seconds`` for ``epochs`` epochs (default: its maximum)."""
+        """A run of ``spec`` trained ``seconds`` for ``epochs`` epochs (default: its
+        maximum): its ``train_seconds`` where it has them, which a resumed run sums over
+        every attempt, as its ``epochs`` do."""
         epochs = epochs if epochs and epochs > 0 else spec.max_epochs
         self.durations[spec.architecture].append(seconds / epochs)
 
-    def learn_from_records(self, profile: Profile, results_dir, pairs) -> None:
-        """Start from what the recorded runs show: their seconds per epoch, and the
-        final runs' length per pair (``fruit.experiments.cost.final_length``)."""
+    def learn_from_records(
+        self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
+    ) -> None:
+        """Start from what the profile's recorded runs show: their training seconds per
+        epoch, and the final runs' length per pair (``fruit.experiments.cost``)."""
         try:
-            records = run_records(profile, results_dir, pairs)
+            states = run_states(profile, results_dir)
         except FruitError:  # a damaged record: the sweep itself reports it
             return
-        for r in records:
+        for r in states:
             if r.finished and r.epochs > 0 and r.train_seconds > 0:
                 self.durations[r.architecture].append(r.train_seconds / r.epochs)
         for task, arch in pairs:
-            self.final_epochs[task, arch] = final_length(profile, task, arch, records)[0]
+            self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
 
     def estimate(self, left: list[RunSpec]) -> float | None:
         """Seconds until the runs ``left`` are done: each at its architecture's measured

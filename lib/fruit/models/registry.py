@@ -53,7 +53,7 @@ def build_model(
     """Build and initialise one of the fifteen architectures.
 
     ``d`` defaults to ``choose_d(arch, vocab_size, target_params)`` (docs/paper.md §10.3).
-    ``options``: see ``fruit.model_options.DEFAULT_OPTIONS``. The model is on the CPU; move it with ``.to``.
+    ``options``: see ``fruit.model_options``. The model is on the CPU; move it with ``.to``.
     """
     from fruit.models.init import initialize
     from fruit.models.recurrent import RecurrentLM

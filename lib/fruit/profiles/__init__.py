@@ -327,7 +327,7 @@ def _check_training(training: dict, fail) -> None:
     try:
         resolve_options(training.get("model_options", {}))
     except FruitError as e:
-        raise fail(f"training.model_options: {e}") from None
+        raise fail(f"training.model_options: {str(e).removeprefix('model option ')}") from None
 
 
 def _boolean(value, what, fail) -> bool:

@@ -1,0 +1,90 @@
+"""Where each planned run of a profile stands, read from its folder: finished (with how
+long it trained and whether it completed) or not (with the epochs it has trained so far).
+
+``fruit run --dry-run``'s estimate (``fruit.experiments.cost``) and the sweep's
+progress line (``fruit.experiments.sweep.Progress``) plan from this.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+from fruit.experiments.plan import groups
+from fruit.io import PAUSED_MARKER, DamagedRecord, read_json_record, read_metrics
+from fruit.profiles import Profile, run_folder
+
+
+@dataclasses.dataclass(frozen=True)
+class RunState:
+    """What the results folder says about one planned run."""
+
+    task: str
+    architecture: str
+    phase: str  # "search" | "final"
+    epochs: float  # trained (unfinished: so far; 0 if it never started)
+    finished: bool  # metrics.json is there
+    complete: bool = False  # finished by early stopping or its maximum (not diverged)
+    train_seconds: float = 0.0  # finished: its training time, every attempt together
+
+
+def _number(record: dict, key: str, path: Path) -> float:
+    value = record.get(key, 0.0)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DamagedRecord(
+            path, f"{key} is {value!r}, not a number", "remove it to rerun that run"
+        )
+    return float(value)
+
+
+def _epochs_so_far(folder: Path, train_size: int) -> float:
+    """Epochs an unfinished run has trained: exact where it paused (``paused.json``),
+    else its last checkpoint (the last line of ``log.csv``), else 0."""
+    try:
+        paused = read_json_record(folder / PAUSED_MARKER)
+    except DamagedRecord:
+        paused = None
+    if paused and isinstance(paused.get("examples_seen"), int) and train_size > 0:
+        return paused["examples_seen"] / train_size
+    try:
+        with open(folder / "log.csv", newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        return float(rows[-1]["epoch"]) if rows else 0.0
+    except (OSError, KeyError, ValueError, TypeError):
+        return 0.0
+
+
+def run_states(
+    profile: Profile,
+    results_dir: str | Path,
+    pairs: list[tuple[str, str]] | None = None,
+) -> list[RunState]:
+    """The state of every planned run of ``pairs`` (default: all the profile's) under
+    ``results_dir``; a damaged ``metrics.json`` is a one-line ``DamagedRecord``."""
+    states = []
+    for task, arch in pairs or groups(profile):
+        for phase, count in (("search", profile.search_trials), ("final", profile.final_runs)):
+            for index in range(count):
+                folder = run_folder(results_dir, profile.name, task, arch, phase, index)
+                metrics = read_metrics(folder)
+                if metrics is None:
+                    epochs = _epochs_so_far(folder, profile.sizes["train"])
+                    states.append(RunState(task, arch, phase, epochs, finished=False))
+                    continue
+                path = folder / "metrics.json"
+                states.append(
+                    RunState(
+                        task,
+                        arch,
+                        phase,
+                        _number(metrics, "epochs", path),
+                        finished=True,
+                        complete=metrics.get("status") == "complete",
+                        train_seconds=_number(metrics, "train_seconds", path),
+                    )
+                )
+    return states
