@@ -332,6 +332,7 @@ CORPUS += [
     pytest.param("run-device-cuda", run("--device", "cuda"), "CUDA is not available on this machine", marks=[WIRED, pytest.mark.skipif(CUDA, reason="this machine has CUDA")]),
     pytest.param("run-workers-thousands", run("--workers", 100_000), "--workers must be an integer from 1 to", marks=WIRED),
     pytest.param("run-results-is-a-file", lambda m, t: [*run()(m, t), "--results", str(a_file(t))], "is not a folder", marks=WIRED),
+    ("run-dry-run-results-is-a-file", lambda m, t: [*run()(m, t), "--results", str(a_file(t)), "--dry-run"], "--results '"),
 ]  # fmt: skip
 
 

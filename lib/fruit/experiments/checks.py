@@ -29,7 +29,7 @@ def check_run_options(args) -> None:
     * ``--workers`` (at most ``WORKERS_PER_CORE`` per CPU core) and ``--threads``;
     * ``--notebook``, when given, is a file;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
-      written, unless ``--dry-run``.
+      written; with ``--dry-run``, only that the results folder is not a file.
     """
     local = not (getattr(args, "scheduler", None) or getattr(args, "cluster", None))
     check_device(args.device, syntax_only=not local)
@@ -41,7 +41,10 @@ def check_run_options(args) -> None:
     notebook = getattr(args, "notebook", None)
     if notebook and not Path(notebook).is_file():
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")
-    if getattr(args, "dry_run", False):
+    if getattr(args, "dry_run", False):  # writes nothing, but reads the run records there
+        results = Path(args.results)
+        if results.exists() and not results.is_dir():
+            raise FruitError(f"--results {args.results!r} is not a folder")
         return
     folders = [Path(args.results)]
     if not getattr(args, "skip_reports", False):
