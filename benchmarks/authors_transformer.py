@@ -85,7 +85,9 @@ class Ours:
     def step(self, batch: list[list[int]]) -> float:
         from fruit.training.objective import update
 
-        return update(self.model, self.optimizer, batch, self.eos, torch.device("cpu"), self.config)
+        return update(
+            self.model, self.optimizer, batch, self.eos, torch.device("cpu"), self.config.clip_norm
+        )
 
 
 class Authors:

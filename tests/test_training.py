@@ -769,24 +769,24 @@ def test_text_progress_bar_off_a_terminal_redraws_rarely(monkeypatch):
     # Under papermill a text bar's every redraw becomes one notebook output that papermill
     # saves and validates with the whole notebook (4,000+ per quick run, seen): off a
     # terminal the bar redraws every 30 s; on one, as often as tqdm likes.
-    from fruit.training import loop
+    from fruit.training import progress as bars
 
-    monkeypatch.setattr(loop, "_is_widget", lambda cls: False)
-    monkeypatch.setattr(loop, "_on_terminal", lambda: False)
-    bar = loop._progress_bar(True, 10)
-    assert bar.mininterval == loop.TEXT_BAR_SECONDS >= 30
+    monkeypatch.setattr(bars, "is_widget", lambda cls: False)
+    monkeypatch.setattr(bars, "on_terminal", lambda: False)
+    bar = bars.progress_bar(True, 10)
+    assert bar.mininterval == bars.TEXT_BAR_SECONDS >= 30
     bar.close()
-    monkeypatch.setattr(loop, "_on_terminal", lambda: True)
-    bar = loop._progress_bar(True, 10)
+    monkeypatch.setattr(bars, "on_terminal", lambda: True)
+    bar = bars.progress_bar(True, 10)
     assert bar.mininterval < 1
     bar.close()
-    assert loop._progress_bar(False, 10) is None
+    assert bars.progress_bar(False, 10) is None
 
 
 def test_progress_bar_redraw_interval_can_be_set(monkeypatch):
-    from fruit.training import loop
+    from fruit.training import progress as bars
 
-    monkeypatch.setattr(loop, "_on_terminal", lambda: True)
-    bar = loop._progress_bar(True, 10, seconds=10.0)
+    monkeypatch.setattr(bars, "on_terminal", lambda: True)
+    bar = bars.progress_bar(True, 10, seconds=10.0)
     assert bar.mininterval == 10.0
     bar.close()

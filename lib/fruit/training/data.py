@@ -255,3 +255,19 @@ def read_task_data(folder: Path, task, sizes: dict) -> TaskData:
         gen_linear = [(s, task.linear(s[:-1])) for s, _ in data["gen"]]
         vocab.check_known(gen_linear, f"{folder / 'gen.tsv'} (its linear-rule targets)")
     return TaskData(**data, gen_linear=gen_linear, vocab=vocab)
+
+
+def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
+    """The token budget B holds the longest training and validation string: a batch is
+    at most B tokens (docs/paper.md §11), so a smaller B makes no sense."""
+    for split, strings in (("train", train), ("dev", dev)):
+        if not strings:
+            continue
+        longest = max(range(len(strings)), key=lambda i: len(strings[i]))
+        if len(strings[longest]) > config.batch_tokens:
+            where = Path(config.data_dir) / config.task / f"{split}.tsv"
+            raise FruitError(
+                f"batch_tokens {config.batch_tokens} is below the longest {split} example "
+                f"({len(strings[longest])} tokens, source and target, at {where}:{longest + 1}); "
+                f"it must be at least {len(strings[longest])}"
+            )

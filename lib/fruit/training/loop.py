@@ -20,7 +20,8 @@ warnings.log that metrics.json repeats under "warnings". A finished folder is on
 ever reused by a run with its settings. Settings: ``fruit.training.config``; data:
 ``fruit.training.data``; the loss and the optimiser step: ``fruit.training.objective``;
 opening a folder again (resume or restart): ``fruit.training.resume``; config.json,
-the final evaluation and metrics.json: ``fruit.training.records``.
+the final evaluation and metrics.json: ``fruit.training.records``; the progress bar:
+``fruit.training.progress``.
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ import torch
 from fruit.allocator import tune_for_training
 from fruit.batching import evaluation_batches, training_batches
 from fruit.device import resolve_device
-from fruit.errors import FruitError
 from fruit.io import PAUSED_MARKER, atomic_write_json, read_metrics
 from fruit.training import checkpoints, records, resume
 from fruit.training.checkpoints import TrainingState, write_log
 from fruit.training.config import RunConfig, check_finished_settings, resolve_config
-from fruit.training.data import TaskData, load_data
-from fruit.training.objective import optimiser, update, validation_cross_entropy
+from fruit.training.data import TaskData, check_batch_tokens, load_data
+from fruit.training.objective import optimizer_and_scheduler, update, validation_cross_entropy
+from fruit.training.progress import progress_bar
 
 
 def default_model_factory(config: RunConfig, vocab_size: int):
@@ -88,7 +89,9 @@ class Run:
         check_batch_tokens(c, self.train_strings, self.dev_strings)
         self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
         self.start_fresh()
-        self.paused = False  # train() stopped at its stop_at (see train)
+        self.paused = False  # train() stopped at its stop_at or its pause_file (see train)
+        self._clock = (time.perf_counter(), 0.0)  # (perf_counter at start, seconds before)
+        self._slowest_batch = 0.0  # seconds: train() pauses 2 such batches before stop_at
         resume.open_folder(self)  # config.json; checkpoint.pt, or a restart after damage
 
     def start_fresh(self) -> None:
@@ -97,7 +100,7 @@ class Run:
         c = self.config
         torch.manual_seed(c.parameter_seed)  # initialisation, then the dropout stream
         self.model = self._model_factory(c, self.vocab.size).to(self.device)
-        self.optimizer, self.scheduler = optimiser(self.model, c)
+        self.optimizer, self.scheduler = optimizer_and_scheduler(self.model, c)
         self.rng = random.Random(c.shuffle_seed)
         self.state = TrainingState(epoch_rng_state=self.rng.getstate())
 
@@ -138,7 +141,9 @@ class Run:
 
     def _update(self, batch) -> float:
         strings = [self.train_strings[i] for i in batch]
-        return update(self.model, self.optimizer, strings, self.eos_id, self.device, self.config)
+        return update(
+            self.model, self.optimizer, strings, self.eos_id, self.device, self.config.clip_norm
+        )
 
     def _elapsed(self) -> float:
         """Training seconds over every attempt, up to now (``train`` sets the clock)."""
@@ -148,7 +153,8 @@ class Run:
     def _checkpoint(self, on_checkpoint: Callable | None, bar=None) -> None:
         st, c = self.state, self.config
         score = self.validate()
-        learning_rate = self.optimizer.param_groups[0]["lr"]  # in force since the last one
+        # the rate used since the last checkpoint (read before scheduler.step changes it)
+        learning_rate = self.optimizer.param_groups[0]["lr"]
         improved = st.judge(score, c.early_stop_patience)
         self.scheduler.step(score)
         if improved:
@@ -171,8 +177,9 @@ class Run:
         self.rng.setstate(st.epoch_rng_state)
         batches = training_batches([len(w) for w in self.train_strings], c.batch_tokens, self.rng)
         while st.batch_index < len(batches):
-            late = stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at
-            if late or (pause_file is not None and os.path.exists(pause_file)):
+            # pause rather than run past stop_at: leave room for two of the slowest batches
+            would_overrun = stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at
+            if would_overrun or (pause_file is not None and os.path.exists(pause_file)):
                 self.paused = True
                 return False
             batch = batches[st.batch_index]
@@ -200,11 +207,12 @@ class Run:
         pause_file: str | os.PathLike | None = None,
         progress_seconds: float | None = None,
     ) -> None:
-        """Train until early stopping, ``max_epochs``, or a nan/inf loss.
+        """Train until early stopping, ``max_epochs``, or a nan/inf loss or validation
+        cross-entropy (the run is then marked diverged).
 
         ``progress``: None, True (a tqdm bar) or a tqdm-like object with ``update(n)``;
         ``progress_seconds``: the least time between two redraws of that bar (default:
-        0.1 s for a widget or a terminal, ``TEXT_BAR_SECONDS`` for text in a log).
+        0.1 s for a widget or a terminal, 30 s for text in a log; ``fruit.training.progress``).
         ``on_checkpoint(run, row)`` is called after each checkpoint is saved.
         ``stop_at`` (a ``time.time()`` value): pause before a batch that would likely
         end after it -- the whole training state goes to ``checkpoint.pt``, ``paused``
@@ -219,7 +227,7 @@ class Run:
         (self.dir / PAUSED_MARKER).unlink(missing_ok=True)
         if self.finished or st.training_done:
             return
-        bar = _progress_bar(
+        bar = progress_bar(
             progress, total=c.max_epochs * len(self.train_strings), seconds=progress_seconds
         )
         if bar is not None:
@@ -258,60 +266,6 @@ class Run:
     def finish(self) -> dict:
         """Evaluate (unless diverged) and write metrics.json last; returns the metrics."""
         return records.finish(self)
-
-
-def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
-    """The token budget B holds the longest training and validation string: a batch is
-    at most B tokens (docs/paper.md §11), so a smaller B makes no sense."""
-    for split, strings in (("train", train), ("dev", dev)):
-        if not strings:
-            continue
-        longest = max(range(len(strings)), key=lambda i: len(strings[i]))
-        if len(strings[longest]) > config.batch_tokens:
-            where = Path(config.data_dir) / config.task / f"{split}.tsv"
-            raise FruitError(
-                f"batch_tokens {config.batch_tokens} is below the longest {split} example "
-                f"({len(strings[longest])} tokens, source and target, at {where}:{longest + 1}); "
-                f"it must be at least {len(strings[longest])}"
-            )
-
-
-def _progress_bar(progress, total: int, seconds: float | None = None):
-    if progress is None or progress is False:
-        return None
-    if progress is True:
-        try:  # a widget in JupyterLab when ipywidgets is there, else a text bar
-            import ipywidgets  # noqa: F401
-            from tqdm.auto import tqdm
-        except ImportError:
-            from tqdm import tqdm
-        # A text bar that is not on a terminal (a papermill kernel's stderr, a log file)
-        # becomes one output per redraw: thousands per run, each saved and validated
-        # with the notebook by papermill. There it redraws every TEXT_BAR_SECONDS.
-        # A widget's redraw is a message to the kernel's client: cheap, but under
-        # papermill, where nobody watches, 10 per second cost a run ~3% of its time.
-        if seconds is None:
-            seconds = 0.1 if _is_widget(tqdm) or _on_terminal() else TEXT_BAR_SECONDS
-        return tqdm(total=total, unit="ex", desc="training", mininterval=seconds)
-    return progress
-
-
-TEXT_BAR_SECONDS = 30.0
-
-
-def _is_widget(bar_class) -> bool:
-    try:
-        from tqdm.notebook import tqdm_notebook
-    except ImportError:
-        return False
-    return issubclass(bar_class, tqdm_notebook)
-
-
-def _on_terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def train_run(

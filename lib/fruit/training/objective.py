@@ -27,8 +27,8 @@ def adam(parameters, learning_rate: float) -> torch.optim.Adam:
     return torch.optim.Adam(parameters, lr=learning_rate, fused=fused)
 
 
-def optimiser(model, config: RunConfig):
-    """`adam` and the reduce-on-plateau schedule (docs/paper.md §11)."""
+def optimizer_and_scheduler(model, config: RunConfig):
+    """`adam` and the reduce-on-plateau schedule of its learning rate (docs/paper.md §11)."""
     optimizer = adam(model.parameters(), config.learning_rate)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer,
@@ -45,28 +45,31 @@ def optimiser(model, config: RunConfig):
 def string_losses(model, strings, eos_id: int, device) -> torch.Tensor:
     """Summed -log p(w EOS) per string, (B,), with the graph."""
     tokens = pad(strings, 0, device)  # (B, n); padding is any valid id
-    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1)
-    logits = model(tokens)  # (B, n+1, V+1)
+    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1); -1 marks padding
+    logits = model(tokens)  # (B, n+1, V+1): position t predicts token t (EOS at n)
     nll = F.cross_entropy(
-        logits.transpose(1, 2), targets, ignore_index=-1, reduction="none"
-    )  # (B, n+1)
-    return nll.sum(1)
+        logits.transpose(1, 2),  # (B, V+1, n+1): cross_entropy wants the classes second
+        targets,
+        ignore_index=-1,
+        reduction="none",
+    )  # (B, n+1), 0 at padding
+    return nll.sum(1)  # (B,)
 
 
 def validation_cross_entropy(model, strings, batches, eos_id: int, device) -> float:
     """Cross-entropy per token (EOS included) of ``strings``, in nats, without dropout."""
-    total, tokens = 0.0, 0
+    total, num_tokens = 0.0, 0
     with evaluation.evaluating(model):
         for batch in batches:
             chosen = [strings[i] for i in batch]
             total += float(string_losses(model, chosen, eos_id, device).double().sum())
-            tokens += sum(len(w) + 1 for w in chosen)
-    return total / tokens
+            num_tokens += sum(len(w) + 1 for w in chosen)
+    return total / num_tokens
 
 
-def update(model, optimizer, strings, eos_id: int, device, config: RunConfig) -> float:
-    """One optimiser step on the mean loss of ``strings``, gradients clipped to
-    ``config.clip_norm``; returns the loss (no step when it is nan/inf)."""
+def update(model, optimizer, strings, eos_id: int, device, clip_norm: float) -> float:
+    """One optimiser step on the mean loss of ``strings``, gradients clipped to a global
+    L2 norm of ``clip_norm``; returns the loss (no step when it is nan/inf)."""
     model.train()
     loss = string_losses(model, strings, eos_id, device).mean()
     value = loss.item()
@@ -74,6 +77,6 @@ def update(model, optimizer, strings, eos_id: int, device, config: RunConfig) ->
         return value
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     optimizer.step()
     return value
