@@ -12,7 +12,6 @@ from fruit.errors import FruitError
 from fruit.experiments.plan import (
     draw_search_setting,
     final_specs,
-    groups,
     plan,
     search_specs,
     select_best,
@@ -214,7 +213,7 @@ def test_max_epochs_per_architecture(tmp_path: Path):
 def test_progress_estimate_and_line():
     import io
 
-    from fruit.experiments.sweep import Progress
+    from fruit.experiments.progress import Progress
 
     p = load_profile("paper")
     tf_search = search_specs(p, "passivization", "Tf")
@@ -222,7 +221,7 @@ def test_progress_estimate_and_line():
     stream = io.StringIO()
     progress = Progress(total=20, slots=2, stream=stream, label="paper")
     assert progress.estimate(tf_search) is None  # nothing measured yet
-    progress.finished(tf_search[0], 50.0)  # 5 epochs in 50 s: 10 s per epoch
+    progress.add_run(tf_search[0], 50.0)  # 5 epochs in 50 s: 10 s per epoch
     progress.done, progress.running, progress.failed = 3, 2, 1
     # 9 search runs of Tf at 5 epochs x 10 s, over 2 slots
     assert progress.estimate(tf_search[1:]) == 9 * 50 / 2
@@ -232,8 +231,8 @@ def test_progress_estimate_and_line():
 
     assert progress.estimate(nd_final[:1]) == 10 * FINAL_EPOCHS / 2
     # a run that stopped early counts the epochs it trained
-    progress.finished(nd_final[0], 300.0, epochs=3.0)
-    assert progress.durations["Tf+Nd"] == [100.0]
+    progress.add_run(nd_final[0], 300.0, epochs=3.0)
+    assert progress.seconds_per_epoch["Tf+Nd"] == [100.0]
     progress.show(tf_search[1:], force=True)
     assert stream.getvalue() == (
         "[paper] done 3 / running 2 / failed 1 / left 14 of 20 | elapsed 0:00:00 | remaining ~0:03:45\n"
@@ -344,7 +343,7 @@ def test_task_architectures_and_data_source(tmp_path: Path):
     assert claims.data_source == "published"
     assert ("question-formation", "LSTM") in claims.pairs
     assert ("tense-reinflection-with-do", "LSTM") not in claims.pairs
-    assert len(claims.pairs) == 10 and groups(claims) == list(claims.pairs)
+    assert len(claims.pairs) == 10
     assert load_profile("quick").data_source == "generated"
     base = 'tasks = ["passivization", "tense-reinflection"]\narchitectures = ["Tf", "LSTM"]\n'
     sizes = "[data]\ntrain = 10\ndev = 2\ntest = 2\ngen = 2\n"
@@ -515,7 +514,7 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     epoch and their final runs' length, instead of showing "remaining ~?"."""
     import json
 
-    from fruit.experiments.sweep import Progress
+    from fruit.experiments.progress import Progress
     from fruit.profiles import run_folder
 
     p = load_profile("claims")
@@ -527,7 +526,7 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
         (folder / "metrics.json").write_text(json.dumps(metrics))
     progress = Progress(total=9, slots=2, stream=None, label="claims")
     progress.learn_from_records(p, tmp_path, [(qf, "LSTM")])
-    assert progress.durations["LSTM"] == [100.0, 100.0]
+    assert progress.seconds_per_epoch["LSTM"] == [100.0, 100.0]
     assert progress.final_epochs[qf, "LSTM"] == 30.0
     left = final_specs(p, qf, "LSTM", 1e-3, 1000)[1:]  # 4 final runs at 30 epochs
     assert progress.estimate(left) == 4 * 30 * 100.0 / 2

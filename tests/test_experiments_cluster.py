@@ -352,11 +352,11 @@ def test_the_data_step_returns_its_fruit_error_for_the_sweep_to_print(tmp_path: 
     # what keeps a Dask worker from logging a bad input with a traceback (raised on the
     # worker, Dask logs it as a failed task first): the error comes back as a value
     from fruit.errors import FruitError
-    from fruit.experiments.sweep import _prepare_data
+    from fruit.experiments.sweep import _prepare_data_on_worker
 
     (tmp_path / "published").mkdir()
     sizes = {"train": 100, "dev": 10, "test": 10, "gen": 10}
-    outcome = _prepare_data(
+    outcome = _prepare_data_on_worker(
         str(tmp_path / "data"),
         "question-formation",
         1,

@@ -140,7 +140,7 @@ def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     assert failure.notebook.is_file(), out
     assert (runs / "Tf+Sup" / "search-1" / "metrics.json").is_file(), out
     assert not (runs / "Tf+Sup" / "final-0").exists(), out
-    assert result.skipped_groups == ["question-formation/Tf+Sup"]
+    assert result.skipped_pairs == ["question-formation/Tf+Sup"]
     assert result.total == 2 * 2 + 1  # the skipped final run is not counted as left
     assert "done 4 / running 0 / failed 1 / left 0 of 5" in out
     assert "FAILED question-formation/Tf+Sup/search-0" in out and str(failure.notebook) in out

@@ -144,9 +144,8 @@ def check_counts(args: argparse.Namespace) -> None:
 def selected_pairs(profile, tasks, architectures):
     """The profile's (task, architecture) pairs that --task/--architecture keep (None: all)."""
     from fruit.errors import unknown_choice
-    from fruit.experiments.plan import groups
 
-    pairs = groups(profile)
+    pairs = list(profile.pairs)
     for chosen, known, what in (
         (tasks, [t for t, _ in pairs], "task"),
         (architectures, [a for _, a in pairs], "architecture"),
@@ -186,7 +185,6 @@ def parse_duration(text: str) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fruit.experiments.plan import groups
     from fruit.profiles import load_profile
 
     started = time.time()  # a time limit counts from here, cluster start-up included
@@ -206,7 +204,7 @@ def main(args: argparse.Namespace) -> int:
         from fruit.experiments.cost import describe
         from fruit.experiments.plan import search_specs
 
-        pairs = list(only or groups(profile))
+        pairs = list(only or profile.pairs)
         print(f"profile {profile.name} ({profile.source}): {profile.description}")
         print(
             f"data: {profile.data_source} dev/test/gen, sizes {profile.sizes}, "

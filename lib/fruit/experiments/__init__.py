@@ -4,7 +4,8 @@
 * ``plan``    -- a profile -> run specifications (``RunSpec``: seeds, search draws), the
   plan record, the check of a finished folder, the selection of the best trial;
 * ``sweep``   -- ``Sweep``: data, search, selection, final runs and reports on a cluster,
-  time limits, progress (``Progress``, ``SweepResult``);
+  time limits (``SweepResult``);
+* ``progress`` -- ``Progress``: the sweep's one-line display and its time estimate;
 * ``reports`` -- the report notebooks a finished sweep executes;
 * ``worker``  -- what a Dask worker executes: one run's train notebook, one report notebook;
 * ``cluster`` -- where the runs execute: ``local_cluster``, ``attach``, ``jobqueue_cluster``;

@@ -32,7 +32,6 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from fruit.experiments.plan import groups
 from fruit.experiments.run_state import RunState, run_states
 from fruit.profiles import Profile
 
@@ -121,7 +120,7 @@ def pair_costs(
     ``pairs`` are costed."""
     states = run_states(profile, results_dir) if results_dir is not None else []
     costs = []
-    for task, arch in pairs or groups(profile):
+    for task, arch in pairs or profile.pairs:
         per_token = 1 / TOKENS_PER_SECOND[arch]
         epoch = profile.sizes["train"] * tokens_per_example(task) * per_token  # core-seconds
         evaluation = (

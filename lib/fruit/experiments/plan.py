@@ -47,6 +47,11 @@ class RunSpec:
     draw_seed: int | None = None  # the seed B and the learning rate were drawn from (search)
 
     @property
+    def pair(self) -> tuple[str, str]:
+        """(task, architecture): the profile's unit of search and final runs."""
+        return (self.task, self.architecture)
+
+    @property
     def name(self) -> str:
         return f"{self.task}/{self.architecture}/{self.phase}-{self.index}"
 
@@ -147,21 +152,16 @@ def final_specs(
     ]
 
 
-def groups(profile: Profile) -> list[tuple[str, str]]:
-    """The (task, architecture) pairs the profile trains, in profile order."""
-    return list(profile.pairs)
-
-
 def plan(profile: Profile) -> dict[str, Any]:
     """The whole sweep as data (recorded in ``plan.json``): seeds and search draws."""
     return {
         "profile": profile.as_dict(),
         "search": [
-            dataclasses.asdict(s) for t, a in groups(profile) for s in search_specs(profile, t, a)
+            dataclasses.asdict(s) for t, a in profile.pairs for s in search_specs(profile, t, a)
         ],
         "final_seeds": {
             f"{t}/{a}": [s.seed for s in final_specs(profile, t, a, 0.0, 0)]
-            for t, a in groups(profile)
+            for t, a in profile.pairs
         },
     }
 

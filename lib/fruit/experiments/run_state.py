@@ -2,7 +2,7 @@
 long it trained and whether it completed) or not (with the epochs it has trained so far).
 
 ``fruit run --dry-run``'s estimate (``fruit.experiments.cost``) and the sweep's
-progress line (``fruit.experiments.sweep.Progress``) plan from this.
+progress line (``fruit.experiments.progress.Progress``) plan from this.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import dataclasses
 import math
 from pathlib import Path
 
-from fruit.experiments.plan import groups
 from fruit.io import PAUSED_MARKER, DamagedRecord, read_json_record, read_metrics
 from fruit.profiles import Profile, run_folder
 
@@ -66,7 +65,7 @@ def run_states(
     """The state of every planned run of ``pairs`` (default: all the profile's) under
     ``results_dir``; a damaged ``metrics.json`` is a one-line ``DamagedRecord``."""
     states = []
-    for task, arch in pairs or groups(profile):
+    for task, arch in pairs or profile.pairs:
         for phase, count in (("search", profile.search_trials), ("final", profile.final_runs)):
             for index in range(count):
                 folder = run_folder(results_dir, profile.name, task, arch, phase, index)

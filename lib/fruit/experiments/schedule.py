@@ -28,7 +28,8 @@ from fruit.experiments.worker import EXECUTED_NOTEBOOK
 from fruit.io import atomic_write_json
 
 if TYPE_CHECKING:
-    from fruit.experiments.sweep import Progress, Sweep, SweepResult
+    from fruit.experiments.progress import Progress
+    from fruit.experiments.sweep import Sweep, SweepResult
 
 
 def _write_if_changed(path: Path, record: dict) -> None:
@@ -43,8 +44,7 @@ def _write_if_changed(path: Path, record: dict) -> None:
 
 def planned_runs(sweep: Sweep) -> int:
     """How many runs the sweep's pairs hold: their search trials and final runs."""
-    pairs = dict.fromkeys(sweep.pairs)
-    return len(pairs) * (sweep.profile.search_trials + sweep.profile.final_runs)
+    return len(sweep.pairs) * (sweep.profile.search_trials + sweep.profile.final_runs)
 
 
 class Schedule:
@@ -53,7 +53,7 @@ class Schedule:
     def __init__(self, sweep: Sweep, result: SweepResult, progress: Progress):
         self.sweep, self.profile = sweep, sweep.profile
         self.result, self.progress = result, progress
-        self.search = {g: search_specs(self.profile, *g) for g in sweep.pairs}
+        self.search = {pair: search_specs(self.profile, *pair) for pair in sweep.pairs}
         self.search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
         self.pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
@@ -64,27 +64,29 @@ class Schedule:
         time limit ends the sweep)."""
         for spec in self._collect_finished():
             self._launch(spec)
-        for group in self.search:
-            if self._search_closed(group):
-                self._start_finals(group)
+        for pair in self.search:
+            if self._search_closed(pair):
+                self._start_finals(pair)
 
         deadline = self.sweep.deadline
-        while self.pending or self._submit_waiting():
+        while True:
+            self._submit_waiting()
+            if not self.pending:
+                break
             self.progress.running = self._running()
             self.progress.show(self._left_specs())
             if deadline is not None and time.time() >= deadline:
                 self._abandon()
                 break
-            done = [f for f in self.pending if f.done()]
-            if not done:
+            finished_futures = [f for f in self.pending if f.done()]
+            if not finished_futures:
                 time.sleep(self.sweep.poll_seconds)
-            for future in done:
+            for future in finished_futures:
                 spec, attempt = self.pending.pop(future)
                 if future.status == "finished":
                     self._on_result(spec, *future.result())
                 else:
                     self._on_failure(spec, attempt, future.exception())
-            self._submit_waiting()
         self.progress.running = 0
         self.progress.show([], force=True)
         self.progress.end()
@@ -100,11 +102,13 @@ class Schedule:
         never moves it, so a run queued behind a busy worker's hours-long run would wait
         there while another worker idles. (With a fixed number of workers nothing is
         lost by holding runs back; workers that join later raise ``slots()``.)"""
+        if not self.waiting:
+            return False
         stop_at = self.sweep.stop_at
         if (stop_at is not None and time.time() >= stop_at) or self.sweep.pausing():
             self.waiting.clear()  # left for the next call
             return False
-        free = self.sweep.cluster.slots() - len(self.pending) if self.waiting else 0
+        free = self.sweep.cluster.slots() - len(self.pending)
         if free <= 0:
             return False
         self.waiting.sort(key=lambda item: relative_cost(item[0]), reverse=True)  # stable
@@ -129,20 +133,25 @@ class Schedule:
     def _collect_finished(self) -> list[RunSpec]:
         """Record the search runs already finished; return the others."""
         unfinished = []
-        for group, specs in self.search.items():
+        for pair, specs in self.search.items():
             for spec in specs:
-                metrics = self.sweep.finished(spec)
+                metrics = self.sweep.finished_metrics(spec)
                 if metrics is None:
                     unfinished.append(spec)
                 else:
-                    self.search_done[group].append(metrics)
+                    self.search_done[pair].append(metrics)
                     self._found_complete()
         return unfinished
 
-    def _search_closed(self, group) -> bool:
-        """Every search trial of the group finished or failed for good."""
-        closed = len(self.search_done[group]) + self.search_failed[group]
-        return closed == len(self.search[group])
+    def _search_closed(self, pair: tuple[str, str]) -> bool:
+        """Every search trial of the pair finished or failed for good."""
+        closed = len(self.search_done[pair]) + self.search_failed[pair]
+        return closed == len(self.search[pair])
+
+    def _search_trial_ended(self, spec: RunSpec) -> None:
+        """A search trial finished or failed for good: the last one starts the finals."""
+        if self._search_closed(spec.pair):
+            self._start_finals(spec.pair)
 
     def _on_result(self, spec: RunSpec, metrics: dict | None, seconds: float) -> None:
         if metrics is None:  # paused at, or not started after, the time limit
@@ -153,14 +162,12 @@ class Schedule:
         self.progress.done += 1
         trained = metrics.get("train_seconds")  # all attempts (``seconds``: this one's)
         if isinstance(trained, (int, float)) and trained > 0:
-            self.progress.finished(spec, trained, metrics.get("epochs"))
+            self.progress.add_run(spec, trained, metrics.get("epochs"))
         elif seconds > 0:
-            self.progress.finished(spec, seconds, metrics.get("epochs"))
+            self.progress.add_run(spec, seconds, metrics.get("epochs"))
         if spec.phase == "search":
-            group = (spec.task, spec.architecture)
-            self.search_done[group].append(metrics)
-            if self._search_closed(group):
-                self._start_finals(group)
+            self.search_done[spec.pair].append(metrics)
+            self._search_trial_ended(spec)
 
     def _on_failure(self, spec: RunSpec, attempt: int, error: BaseException) -> None:
         say = self.sweep.say
@@ -176,33 +183,31 @@ class Schedule:
         self.progress.failed += 1
         say(f"FAILED {spec.name} after {attempt} attempt(s): {message}")
         if spec.phase == "search":
-            group = (spec.task, spec.architecture)
-            self.search_failed[group] += 1
-            if self._search_closed(group):
-                self._start_finals(group)
+            self.search_failed[spec.pair] += 1
+            self._search_trial_ended(spec)
 
-    def _skip(self, group, why: str) -> None:
-        self.result.skipped_groups.append("/".join(group))
+    def _skip(self, pair: tuple[str, str], why: str) -> None:
+        self.result.skipped_pairs.append("/".join(pair))
         self.result.total -= self.profile.final_runs
         self.progress.total -= self.profile.final_runs
-        self.sweep.say(f"final runs of {'/'.join(group)} skipped: {why}")
+        self.sweep.say(f"final runs of {'/'.join(pair)} skipped: {why}")
 
-    def _start_finals(self, group) -> None:
-        """Submit the group's final runs with the fixed setting or the search winner's."""
-        profile, (task, arch) = self.profile, group
+    def _start_finals(self, pair: tuple[str, str]) -> None:
+        """Submit the pair's final runs with the fixed setting or the search winner's."""
+        profile, (task, arch) = self.profile, pair
         if profile.search_trials == 0:
             lr, b = profile.final_learning_rate, profile.final_batch_tokens
-        elif self.search_failed[group]:
-            return self._skip(group, "search trials failed")
+        elif self.search_failed[pair]:
+            return self._skip(pair, "search trials failed")
         else:
-            best = select_best(self.search_done[group])
+            best = select_best(self.search_done[pair])
             if best is None:
-                return self._skip(group, "no trial has a finite validation cross-entropy")
+                return self._skip(pair, "no trial has a finite validation cross-entropy")
             lr, b = best["learning_rate"], best["batch_tokens"]
-            selection = selection_record(self.search_done[group], best)
+            selection = selection_record(self.search_done[pair], best)
             _write_if_changed(self.sweep.runs_root / task / arch / "selection.json", selection)
         for spec in final_specs(profile, task, arch, lr, b):
-            if self.sweep.finished(spec) is not None:
+            if self.sweep.finished_metrics(spec) is not None:
                 self._found_complete()
             else:
                 self._launch(spec)
@@ -218,8 +223,8 @@ class Schedule:
         return min(busy, self.sweep.cluster.slots())
 
     def _left_specs(self) -> list[RunSpec]:
-        """Runs still to do (pending, plus final runs of groups whose search is open),
-        for the time estimate."""
+        """Runs still to do (pending, plus final runs of pairs whose search is open), for
+        the time estimate."""
         left = [s for s, _ in self.pending.values()] + [s for s, _ in self.waiting]
         for task, arch in self.search:
             if not self._search_closed((task, arch)):

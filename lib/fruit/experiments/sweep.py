@@ -22,10 +22,8 @@ itself anything still going is abandoned (records are written atomically, so not
 half-written). The same command later goes on where this one stopped, and a run paused
 and resumed ends exactly as an uninterrupted one would.
 
-A one-line progress display shows runs done / running / failed / left and an estimate
-of the time remaining, from the seconds per epoch and the final runs' lengths that the
-profile's recorded runs show (``fruit.experiments.cost``), then from the runs this call
-finishes. The bookkeeping of one ``run()`` (what each finished or failed run
+A one-line progress display (``fruit.experiments.progress``) shows runs done / running
+/ failed / left and an estimate of the time remaining. The bookkeeping of one ``run()`` (what each finished or failed run
 unlocks next) is ``fruit.experiments.schedule``; the report notebooks,
 ``fruit.experiments.reports``.
 """
@@ -35,15 +33,13 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.cost import FINAL_EPOCHS, final_length
-from fruit.experiments.plan import RunSpec, check_metrics_match, groups, plan, relative_cost
+from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
+from fruit.experiments.progress import Progress, clock
 from fruit.experiments.reports import run_reports
-from fruit.experiments.run_state import run_states
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics
@@ -65,7 +61,7 @@ class SweepResult:
     found_complete: int = 0  # skipped: metrics.json already there
     trained: int = 0  # executed to completion by this invocation
     failures: list[Failure] = dataclasses.field(default_factory=list)
-    skipped_groups: list[str] = dataclasses.field(default_factory=list)
+    skipped_pairs: list[str] = dataclasses.field(default_factory=list)
     paused: list[str] = dataclasses.field(default_factory=list)  # stopped at the time limit
     left: int = 0  # runs not finished when a time limit ended the sweep
     reports: list[Path] = dataclasses.field(default_factory=list)
@@ -73,7 +69,7 @@ class SweepResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failures and not self.skipped_groups
+        return not self.failures and not self.skipped_pairs
 
     @property
     def complete(self) -> bool:
@@ -85,91 +81,7 @@ class SweepResult:
         self.failures.append(Failure(name, message, notebook))
 
 
-class Progress:
-    """Runs done / running / failed / left, and a time estimate from finished runs."""
-
-    def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
-        self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
-        self.done = self.failed = self.running = 0
-        self.durations: dict[str, list[float]] = defaultdict(list)  # seconds per epoch
-        self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
-        self.start = time.monotonic()
-        self._last_line = ""
-        self._last_print = 0.0
-        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
-
-    def finished(self, spec: RunSpec, seconds: float, epochs: float | None = None) -> None:
-        """A run of ``spec`` trained ``seconds`` for ``epochs`` epochs (default: its
-        maximum): its ``train_seconds`` where it has them, which a resumed run sums over
-        every attempt, as its ``epochs`` do."""
-        epochs = epochs if epochs and epochs > 0 else spec.max_epochs
-        self.durations[spec.architecture].append(seconds / epochs)
-
-    def learn_from_records(
-        self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
-    ) -> None:
-        """Start from what the profile's recorded runs show: their training seconds per
-        epoch, and the final runs' length per pair (``fruit.experiments.cost``)."""
-        try:
-            states = run_states(profile, results_dir)
-        except FruitError:  # a damaged record: the sweep itself reports it
-            return
-        for r in states:
-            if r.finished and r.epochs > 0 and r.train_seconds > 0:
-                self.durations[r.architecture].append(r.train_seconds / r.epochs)
-        for task, arch in pairs:
-            self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
-
-    def estimate(self, left: list[RunSpec]) -> float | None:
-        """Seconds until the runs ``left`` are done: each at its architecture's measured
-        seconds per epoch times its maximum epochs, for a final run at most the pair's
-        expected length (``learn_from_records``; else ``FINAL_EPOCHS``: early stopping
-        ends final runs), spread over the run slots."""
-        if not left:
-            return 0.0
-        everything = [r for rates in self.durations.values() for r in rates]
-        if not everything:
-            return None
-        overall = sum(everything) / len(everything)
-        work = 0.0
-        for s in left:
-            rates = self.durations.get(s.architecture)
-            expected = FINAL_EPOCHS
-            if s.phase == "final":
-                expected = self.final_epochs.get((s.task, s.architecture), FINAL_EPOCHS)
-            work += (sum(rates) / len(rates) if rates else overall) * min(s.max_epochs, expected)
-        return work / self.slots
-
-    def show(self, left: list[RunSpec], force: bool = False) -> None:
-        if self.stream is None:
-            return
-        eta = self.estimate(left)
-        remaining = "?" if eta is None else _clock(eta)
-        line = (
-            f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "
-            f"/ left {self.total - self.done - self.failed - self.running} of {self.total}"
-            f" | elapsed {_clock(time.monotonic() - self.start)} | remaining ~{remaining}"
-        )
-        now = time.monotonic()
-        if self._tty:
-            self.stream.write("\r" + line.ljust(len(self._last_line)))
-            self.stream.flush()
-        elif (
-            force
-            or line.split(" | ")[0] != self._last_line.split(" | ")[0]
-            or now - self._last_print > 60
-        ):
-            self.stream.write(line + "\n")
-            self.stream.flush()
-            self._last_print = now
-        self._last_line = line
-
-    def end(self) -> None:
-        if self.stream is not None and self._tty:
-            self.stream.write("\n")
-
-
-def _prepare_data(*args) -> str | FruitError:
+def _prepare_data_on_worker(*args) -> str | FruitError:
     """``fruit.training.data.prepare_data`` on a worker (as `fruit train --generate-data`),
     with a FruitError (bad input: no network, a folder without the published files)
     returned rather than raised, so that the worker does not log it with a traceback
@@ -182,9 +94,17 @@ def _prepare_data(*args) -> str | FruitError:
         return e
 
 
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+def time_limits(time_limit: float | None) -> tuple[float | None, float | None]:
+    """(deadline, stop_at) as ``time.time()`` values for a sweep starting now with
+    ``time_limit`` seconds: runs pause from ``stop_at`` on, leaving time for a run's final
+    evaluation; at ``deadline`` whatever is still pending is abandoned, leaving time to
+    close the cluster (a LocalCluster takes a few seconds to stop its workers)."""
+    if time_limit is None:
+        return None, None
+    closing = min(30.0, max(5.0, 0.05 * time_limit))
+    evaluation = min(600.0, 0.1 * time_limit)
+    deadline = time.time() + time_limit - closing
+    return deadline, deadline - evaluation
 
 
 class Sweep:
@@ -231,15 +151,18 @@ class Sweep:
             raise FruitError(f"the time limit must be positive, not {time_limit}")
         self.time_limit = time_limit
         # the (task, architecture) pairs this call trains: the profile's, or a subset
-        self.pairs = (
-            list(groups(profile)) if only is None else [g for g in groups(profile) if g in only]
-        )
+        self.pairs = [p for p in profile.pairs if only is None or p in only]
         if not self.pairs:
             raise FruitError(f"no (task, architecture) pair of profile {profile.name} is selected")
         # the kernels get the launching process's malloc settings, not the Dask workers'
         # (fruit.experiments.worker._ALLOCATOR_PREFIX). Take them before any Dask nanny
         # starts in this process: a nanny writes its settings into os.environ.
         self.allocator = allocator_environment() if allocator is None else dict(allocator)
+        # set by run(): when to abandon what is pending, when runs pause (time.time())
+        self.deadline: float | None = None
+        self.stop_at: float | None = None
+        self.paused_on_request = False
+        self._start = time.monotonic()
 
     # -- helpers ----------------------------------------------------------------
 
@@ -248,7 +171,7 @@ class Sweep:
             self.stream.write(text + "\n")
             self.stream.flush()
 
-    def finished(self, spec: RunSpec) -> dict[str, Any] | None:
+    def finished_metrics(self, spec: RunSpec) -> dict[str, Any] | None:
         """The run's metrics.json, when it finished (and holds this very run), else None."""
         folder = spec.folder(self.results_dir)
         metrics = read_metrics(folder)
@@ -288,7 +211,7 @@ class Sweep:
     def prepare_data(self) -> None:
         futures = {
             task: self.client.submit(
-                _prepare_data,
+                _prepare_data_on_worker,
                 str(self.data_dir),
                 task,
                 self.profile.task_data_seed(task),
@@ -303,27 +226,18 @@ class Sweep:
         for task, future in futures.items():
             try:
                 outcome = future.result()
-                if isinstance(outcome, FruitError):
-                    raise outcome
-            except FruitError:
-                raise
             except Exception as e:
                 raise FruitError(
                     f"preparing the data of {task} failed: {type(e).__name__}: {e}"
                 ) from e
+            if isinstance(outcome, FruitError):  # bad input, said in one line
+                raise outcome
             self.say(f"data {task}: {outcome} in {self.data_dir / task}")
 
     def run(self) -> SweepResult:
         self._start = time.monotonic()
-        self.deadline = self.stop_at = None
+        self.deadline, self.stop_at = time_limits(self.time_limit)
         self.paused_on_request = False
-        if self.time_limit is not None:
-            # to abandon what is still running and close the cluster (a LocalCluster
-            # takes a few seconds to stop its workers and their kernels)
-            closing = min(30.0, max(5.0, 0.05 * self.time_limit))
-            evaluation = min(600.0, 0.1 * self.time_limit)  # a run's final evaluation
-            self.deadline = time.time() + self.time_limit - closing
-            self.stop_at = self.deadline - evaluation
         self.runs_root.mkdir(parents=True, exist_ok=True)
         if self.pause_file.exists():
             self.pause_file.unlink()
@@ -362,7 +276,7 @@ class Sweep:
     def _summarise(self, result: SweepResult) -> None:
         self.say(
             f"runs: {result.trained} trained, {result.found_complete} found complete, "
-            f"{len(result.failures)} failed, of {result.total}; {_clock(result.seconds)}"
+            f"{len(result.failures)} failed, of {result.total}; {clock(result.seconds)}"
         )
         for f in result.failures:
             self.say(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")

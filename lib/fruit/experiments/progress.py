@@ -1,0 +1,111 @@
+"""The one-line progress display of a sweep: runs done / running / failed / left, and
+the time still needed, estimated from the profile's recorded runs (their seconds per
+epoch, the final runs' length per pair) and then from the runs this call finishes.
+
+On a terminal the line is redrawn in place; in a log a new line is written when the
+counts change, and at least every ``LOG_LINE_SECONDS`` otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import TextIO
+
+from fruit.errors import FruitError
+from fruit.experiments.cost import FINAL_EPOCHS, final_length
+from fruit.experiments.plan import RunSpec
+from fruit.experiments.run_state import run_states
+from fruit.profiles import Profile
+
+LOG_LINE_SECONDS = 60  # off a terminal, repeat an unchanged line at most this often
+
+
+def clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """Runs done / running / failed / left, and a time estimate from finished runs."""
+
+    def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
+        self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
+        self.done = self.failed = self.running = 0
+        self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)  # architecture ->
+        self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
+        self.start = time.monotonic()
+        self._last_line = ""
+        self._last_print = 0.0
+        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+
+    def add_run(self, spec: RunSpec, seconds: float, epochs: float | None = None) -> None:
+        """A run of ``spec`` trained ``seconds`` for ``epochs`` epochs (default: its
+        maximum): its ``train_seconds`` where it has them, which a resumed run sums over
+        every attempt, as its ``epochs`` do."""
+        epochs = epochs if epochs and epochs > 0 else spec.max_epochs
+        self.seconds_per_epoch[spec.architecture].append(seconds / epochs)
+
+    def learn_from_records(
+        self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
+    ) -> None:
+        """Start from what the profile's recorded runs show: their training seconds per
+        epoch, and the final runs' length per pair (``fruit.experiments.cost``)."""
+        try:
+            states = run_states(profile, results_dir)
+        except FruitError:  # a damaged record: the sweep itself reports it
+            return
+        for r in states:
+            if r.finished and r.epochs > 0 and r.train_seconds > 0:
+                self.seconds_per_epoch[r.architecture].append(r.train_seconds / r.epochs)
+        for task, arch in pairs:
+            self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
+
+    def estimate(self, left: list[RunSpec]) -> float | None:
+        """Seconds until the runs ``left`` are done: each at its architecture's measured
+        seconds per epoch times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a
+        final run, the pair's expected length (``learn_from_records``: early stopping
+        ends final runs), spread over the run slots."""
+        if not left:
+            return 0.0
+        everything = [r for rates in self.seconds_per_epoch.values() for r in rates]
+        if not everything:
+            return None
+        overall = sum(everything) / len(everything)
+        work = 0.0
+        for s in left:
+            rates = self.seconds_per_epoch.get(s.architecture)
+            expected = FINAL_EPOCHS
+            if s.phase == "final":
+                expected = self.final_epochs.get((s.task, s.architecture), FINAL_EPOCHS)
+            work += (sum(rates) / len(rates) if rates else overall) * min(s.max_epochs, expected)
+        return work / self.slots
+
+    def show(self, left: list[RunSpec], force: bool = False) -> None:
+        if self.stream is None:
+            return
+        eta = self.estimate(left)
+        remaining = "?" if eta is None else clock(eta)
+        line = (
+            f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "
+            f"/ left {self.total - self.done - self.failed - self.running} of {self.total}"
+            f" | elapsed {clock(time.monotonic() - self.start)} | remaining ~{remaining}"
+        )
+        now = time.monotonic()
+        if self._tty:
+            self.stream.write("\r" + line.ljust(len(self._last_line)))
+            self.stream.flush()
+        elif (
+            force
+            or line.split(" | ")[0] != self._last_line.split(" | ")[0]
+            or now - self._last_print > LOG_LINE_SECONDS
+        ):
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self._last_print = now
+        self._last_line = line
+
+    def end(self) -> None:
+        if self.stream is not None and self._tty:
+            self.stream.write("\n")
