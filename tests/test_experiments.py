@@ -530,6 +530,9 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     assert progress.final_epochs[qf, "LSTM"] == 30.0
     left = final_specs(p, qf, "LSTM", 1e-3, 1000)[1:]  # 4 final runs at 30 epochs
     assert progress.estimate(left) == 4 * 30 * 100.0 / 2
+    # runs under way count what they have left: 10 epochs, and one past the mean
+    trained = {left[0].name: 20.0, left[1].name: 45.0}
+    assert progress.estimate(left, trained) == (10 + 1 + 2 * 30) * 100.0 / 2
     # a damaged record leaves the estimate to the runs this call finishes
     (run_folder(tmp_path, "claims", qf, "LSTM", "final", 0) / "metrics.json").write_text("{")
     fresh = Progress(total=9, slots=2, stream=None, label="claims")

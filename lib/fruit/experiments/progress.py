@@ -62,11 +62,16 @@ class Progress:
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
 
-    def estimate(self, left: list[RunSpec]) -> float | None:
+    def estimate(
+        self, left: list[RunSpec], trained: dict[str, float] | None = None
+    ) -> float | None:
         """Seconds until the runs ``left`` are done: each at its architecture's measured
         seconds per epoch times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a
         final run, the pair's expected length (``learn_from_records``: early stopping
-        ends final runs), spread over the run slots."""
+        ends final runs), less the epochs it has ``trained`` already (by run name; a
+        final run past the expected length counts one more epoch), spread over the run
+        slots."""
+        trained = trained or {}
         if not left:
             return 0.0
         everything = [r for rates in self.seconds_per_epoch.values() for r in rates]
@@ -79,13 +84,19 @@ class Progress:
             expected = FINAL_EPOCHS
             if s.phase == "final":
                 expected = self.final_epochs.get((s.task, s.architecture), FINAL_EPOCHS)
-            work += (sum(rates) / len(rates) if rates else overall) * min(s.max_epochs, expected)
+            epochs = min(s.max_epochs, expected)
+            if s.name in trained:
+                floor = 1.0 if s.phase == "final" else 0.0
+                epochs = max(epochs - trained[s.name], floor)
+            work += (sum(rates) / len(rates) if rates else overall) * epochs
         return work / self.slots
 
-    def show(self, left: list[RunSpec], force: bool = False) -> None:
+    def show(
+        self, left: list[RunSpec], force: bool = False, trained: dict[str, float] | None = None
+    ) -> None:
         if self.stream is None:
             return
-        eta = self.estimate(left)
+        eta = self.estimate(left, trained)
         remaining = "?" if eta is None else clock(eta)
         line = (
             f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "

@@ -40,7 +40,7 @@ def _number(record: dict, key: str, path: Path) -> float:
     return float(value)
 
 
-def _epochs_so_far(folder: Path, train_size: int) -> float:
+def epochs_so_far(folder: Path, train_size: int) -> float:
     """Epochs an unfinished run has trained: exact where it paused (``paused.json``),
     else its last checkpoint (the last line of ``log.csv``), else 0."""
     try:
@@ -71,7 +71,7 @@ def run_states(
                 folder = run_folder(results_dir, profile.name, task, arch, phase, index)
                 metrics = read_metrics(folder)
                 if metrics is None:
-                    epochs = _epochs_so_far(folder, profile.sizes["train"])
+                    epochs = epochs_so_far(folder, profile.sizes["train"])
                     states.append(RunState(task, arch, phase, epochs, finished=False))
                     continue
                 path = folder / "metrics.json"

@@ -24,12 +24,16 @@ from fruit.experiments.plan import (
     select_best,
     selection_record,
 )
+from fruit.experiments.run_state import epochs_so_far
 from fruit.experiments.worker import EXECUTED_NOTEBOOK
 from fruit.io import atomic_write_json
 
 if TYPE_CHECKING:
     from fruit.experiments.progress import Progress
     from fruit.experiments.sweep import Sweep, SweepResult
+
+
+TRAINED_SECONDS = 30.0  # how often the time estimate reads the pending runs' logs
 
 
 def _write_if_changed(path: Path, record: dict) -> None:
@@ -58,6 +62,8 @@ class Schedule:
         self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
         self.pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
         self.waiting: list[tuple[RunSpec, int]] = []  # launched, not yet submitted
+        self._trained: dict[str, float] = {}  # run name -> epochs trained (pending runs)
+        self._trained_at = -float("inf")  # time.monotonic() of that reading
 
     def execute(self) -> None:
         """Submit every unfinished run and follow them until none is pending (or the
@@ -74,7 +80,7 @@ class Schedule:
             if not self.pending:
                 break
             self.progress.running = self._running()
-            self.progress.show(self._left_specs())
+            self.progress.show(self._left_specs(), trained=self._trained_so_far())
             if deadline is not None and time.time() >= deadline:
                 self._abandon()
                 break
@@ -221,6 +227,19 @@ class Schedule:
         keys = {f.key for f in self.pending}
         busy = sum(1 for ks in processing.values() for k in ks if k in keys)
         return min(busy, self.sweep.cluster.slots())
+
+    def _trained_so_far(self) -> dict[str, float]:
+        """Epochs each pending run has trained (its log and pause marker), read again
+        every ``TRAINED_SECONDS`` at most, for the time estimate."""
+        now = time.monotonic()
+        if now - self._trained_at >= TRAINED_SECONDS:
+            train_size = self.profile.sizes["train"]
+            self._trained = {
+                spec.name: epochs_so_far(spec.folder(self.sweep.results_dir), train_size)
+                for spec, _ in self.pending.values()
+            }
+            self._trained_at = now
+        return self._trained
 
     def _left_specs(self) -> list[RunSpec]:
         """Runs still to do (pending, plus final runs of pairs whose search is open), for
