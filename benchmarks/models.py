@@ -11,9 +11,9 @@ Tf, RNN+Nd >= 0.3 of RNN, LSTM+Nd >= 1/4 of LSTM, every Sup model >= 1/1.5 of it
 the bases of the architectures asked for.
 
     .venv/bin/python benchmarks/models.py [--data-dir DIR] [--seconds 10] [--arch Tf --arch Tf+Nd]
-        [--rounds R] [--stepped] [--clock wall|cpu]
+        [--only] [--rounds R] [--stepped] [--clock wall|cpu]
 
---rounds R interleaves the architectures (R slices of --seconds/R each), so that a ratio
+--only times just the --arch architectures (no ratios); --rounds R interleaves the architectures (R slices of --seconds/R each), so that a ratio
 compares throughputs measured under the same load; --stepped also times each stack RNN's
 stepped pass (the path without the fused pass) as ARCH/stepped; --clock cpu counts the
 process's CPU time instead of wall-clock seconds.
@@ -119,6 +119,11 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--arch", action="append", help="only these (Tf is always added)")
     parser.add_argument(
+        "--only",
+        action="store_true",
+        help="time only the --arch architectures, without Tf and their bases (no ratios)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -168,7 +173,9 @@ def main(argv=None) -> int:
     batches = make_batches(strings, args.batch_tokens)
     archs = list(ARCHITECTURES)
     if args.arch:  # those asked for, with Tf and their own bases (Tf, RNN, LSTM)
-        wanted = {"Tf", *args.arch, *(base_of(a) for a in args.arch)}
+        wanted = (
+            set(args.arch) if args.only else {"Tf", *args.arch, *(base_of(a) for a in args.arch)}
+        )
         archs = [a for a in archs if a in wanted]
 
     print(
@@ -203,7 +210,7 @@ def main(argv=None) -> int:
         print(
             f"{name:<12} {meter.d:>4} {meter.params:>8} {meter.steps:>5} "
             f"{meter.elapsed / meter.steps:>8.3f} {speed[name]:>10.0f} "
-            f"{speed[name] / speed['Tf']:>7.3f} "
+            f"{speed[name] / speed['Tf'] if 'Tf' in speed else float('nan'):>7.3f} "
             f"{speed[name] / base if base else float('nan'):>7.3f}",
             flush=True,
         )

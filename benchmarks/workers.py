@@ -5,13 +5,13 @@ runs them.
 
     .venv/bin/python benchmarks/workers.py [--arch LSTM --arch Tf] [--seconds 20] [--repeats 1]
 
-Each measurement is `benchmarks/models.py --arch A --seconds S` in its own process (real
-question-formation batches, forward + backward + Adam step). models.py also times Tf
-(and the architecture's base, Tf, RNN or LSTM) one after the other in each process, so
-concurrent processes, started together but each loading at its own pace, overlap for
-most but not all of their timed seconds: ask for enough --seconds (20 or more) that the
-start-up is small beside them. For every layout it prints each run's tokens per second and the
-machine's total, and that total against one one-thread run: a total near N for N runs
+Each measurement is `benchmarks/models.py --arch A --only --seconds S` in its own process
+(real question-formation batches, forward + backward + Adam step). Concurrent
+processes start together but each imports and loads at its own pace, so their timed
+seconds overlap for most but not all of their length: ask for enough --seconds (20 or
+more) that the start-up is small beside them.
+
+For every layout it prints each run's tokens per second and the machine's total, and that total against one one-thread run: a total near N for N runs
 at once means the cores are independent; near 1, that they share one core's execution
 units (e.g. SMT siblings of a virtual machine) or its memory bandwidth. The load
 average is printed before each layout: measure on a quiet machine.
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 def throughput(arch: str, seconds: float, threads: int, copies: int, data_dir=None):
     """Tokens per second of ``arch`` in each of ``copies`` processes started together."""
     command = [
-        sys.executable, str(REPO / "benchmarks" / "models.py"), "--arch", arch,
+        sys.executable, str(REPO / "benchmarks" / "models.py"), "--arch", arch, "--only",
         "--seconds", str(seconds), "--threads", str(threads),
     ]  # fmt: skip
     if data_dir is not None:
