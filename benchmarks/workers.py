@@ -11,8 +11,9 @@ processes start together but each imports and loads at its own pace, so their ti
 seconds overlap for most but not all of their length: ask for enough --seconds (20 or
 more) that the start-up is small beside them.
 
-For every layout it prints each run's tokens per second and the machine's total, and that total against one one-thread run: a total near N for N runs
-at once means the cores are independent; near 1, that they share one core's execution
+For every layout it prints each run's tokens per second and the machine's total, and
+that total against one one-thread run: a total near N for N runs at once means the
+cores are independent; near 1, that they share one core's execution
 units (e.g. SMT siblings of a virtual machine) or its memory bandwidth. The load
 average is printed before each layout: measure on a quiet machine.
 
