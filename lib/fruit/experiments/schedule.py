@@ -167,10 +167,10 @@ class Schedule:
         self.result.trained += 1
         self.progress.done += 1
         trained = metrics.get("train_seconds")  # all attempts (``seconds``: this one's)
-        if isinstance(trained, (int, float)) and trained > 0:
+        if not (isinstance(trained, (int, float)) and trained > 0):
+            trained = seconds
+        if trained > 0:
             self.progress.add_run(spec, trained, metrics.get("epochs"))
-        elif seconds > 0:
-            self.progress.add_run(spec, seconds, metrics.get("epochs"))
         if spec.phase == "search":
             self.search_done[spec.pair].append(metrics)
             self._search_trial_ended(spec)
