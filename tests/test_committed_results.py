@@ -4,11 +4,14 @@ results/tables/<profile>/ byte for byte."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from fruit import reporting
+from fruit.io import RESUME_FILES
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "results" / "runs"
@@ -35,3 +38,21 @@ def test_committed_tables_match_the_committed_records(profile, tmp_path):
             f"results/tables/{profile}/{name} differs from what the committed records give; "
             f"run `fruit report --profile {profile}`"
         )
+
+
+def test_committed_resume_files_are_those_of_paused_runs_only():
+    """A paused run's resume files may be committed to carry it to the next machine
+    (docs/campaign.md); they must come as a whole set, and go once the run finished."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: nothing to say about what is committed")
+    listed = subprocess.run(
+        ["git", "ls-files", "results/runs"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    tracked = set(listed)
+    folders = {str(Path(f).parent) for f in listed if Path(f).name in RESUME_FILES}
+    for folder in sorted(folders):
+        assert f"{folder}/metrics.json" not in tracked, (
+            f"{folder} finished: `git rm --cached` its resume files"
+        )
+        missing = [name for name in RESUME_FILES if f"{folder}/{name}" not in tracked]
+        assert not missing, f"{folder}: its resume files are committed without {missing}"

@@ -481,6 +481,30 @@ def test_compute_estimate_learns_from_the_run_records(tmp_path):
         cost(tmp_path)
 
 
+def test_a_paused_run_is_described_by_its_epochs_and_resume_files(tmp_path: Path):
+    """The line a time-limited sweep prints for each run it leaves paused: what a user
+    must carry to another machine for the run to go on rather than start again."""
+    import json
+
+    from fruit.experiments.run_state import describe_paused
+    from fruit.profiles import run_folder
+
+    folder = run_folder(tmp_path, "claims", "question-formation", "LSTM", "final", 3)
+    folder.mkdir(parents=True)
+    (folder / "log.csv").write_text("examples_seen,epoch\n2000000,20.0\n")
+    (folder / "paused.json").write_text(json.dumps({"examples_seen": 2_050_000}))
+    (folder / "checkpoint.pt").write_bytes(bytes(2_000_000))
+    (folder / "best.pt").write_bytes(bytes(500_000))
+    assert describe_paused(folder, 100_000) == (
+        "paused: question-formation/LSTM/final-3 at 20.5 epochs; "
+        "resume files checkpoint.pt, best.pt, paused.json (2.5 MB)"
+    )
+    (folder / "paused.json").unlink()  # paused before this code wrote the marker
+    assert "at 20.0 epochs; resume files checkpoint.pt, best.pt (2.5 MB)" in describe_paused(
+        folder, 100_000
+    )
+
+
 def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Path):
     """A name the notebook neither declares nor reads as a RunConfig field would be set
     by papermill and silently ignored (e.g. the sweep's quieter progress bar)."""

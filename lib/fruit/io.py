@@ -22,6 +22,12 @@ from fruit.errors import STORAGE_ERRNOS, FruitError, storage_error
 # writes it, removes it when training goes on); the runner reads it to tell a paused run
 # from a failed one.
 PAUSED_MARKER = "paused.json"
+# What training keeps beside the records: the whole state to go on from, and the best
+# parameters so far (fruit.training.checkpoints). With the marker above they are a paused
+# run's resume files, what another machine needs to go on from where it paused.
+CHECKPOINT = "checkpoint.pt"
+BEST = "best.pt"
+RESUME_FILES = (CHECKPOINT, BEST, PAUSED_MARKER)
 # A run folder's record of what went wrong and was mended (a damaged checkpoint.pt made
 # the run start again, ...), one line each (fruit.training.checkpoints); metrics.json
 # repeats them under "warnings" and the sweep's runner.log notes them.

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from fruit.io import PAUSED_MARKER, DamagedRecord, read_json_record, read_metrics
+from fruit.io import PAUSED_MARKER, RESUME_FILES, DamagedRecord, read_json_record, read_metrics
 from fruit.profiles import Profile, run_folder
 
 
@@ -55,6 +55,18 @@ def epochs_so_far(folder: Path, train_size: int) -> float:
         return float(rows[-1]["epoch"]) if rows else 0.0
     except (OSError, KeyError, ValueError, TypeError):
         return 0.0
+
+
+def describe_paused(folder: Path, train_size: int) -> str:
+    """One line on a paused run: its name, the epochs it has trained, and its resume files
+    with their size (what another machine needs to go on from there)."""
+    files = [folder / name for name in RESUME_FILES if (folder / name).is_file()]
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
+    name = "/".join(folder.parts[-3:])
+    return (
+        f"paused: {name} at {epochs_so_far(folder, train_size):.1f} epochs; "
+        f"resume files {', '.join(f.name for f in files) or 'none'} ({megabytes:.1f} MB)"
+    )
 
 
 def run_states(

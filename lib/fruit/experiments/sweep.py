@@ -40,6 +40,7 @@ from fruit.errors import FruitError
 from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
 from fruit.experiments.progress import Progress, clock
 from fruit.experiments.reports import run_reports
+from fruit.experiments.run_state import describe_paused
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics
@@ -286,6 +287,13 @@ class Sweep:
             self.say(
                 f"{why}: {result.left} run(s) left{paused}; every finished run "
                 "is recorded, and the same command goes on from here"
+            )
+        for name in result.paused:
+            self.say("  " + describe_paused(self.runs_root / name, self.profile.sizes["train"]))
+        if result.paused:
+            self.say(
+                "  a paused run resumes from its resume files; on a machine without them "
+                "it trains from the start (to move a campaign, carry them with the records)"
             )
 
     def request_pause(self) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from fruit.errors import FruitError
-from fruit.io import WARNINGS_LOG, atomic_open, atomic_write_text
+from fruit.io import BEST, CHECKPOINT, WARNINGS_LOG, atomic_open, atomic_write_text
 
 LOG_COLUMNS = (
     "examples_seen",
@@ -34,8 +34,6 @@ LOG_COLUMNS = (
     "validation_cross_entropy",
     "seconds",
 )
-CHECKPOINT = "checkpoint.pt"
-BEST = "best.pt"
 WARNINGS = WARNINGS_LOG  # what went wrong and was mended, one line each (fruit.io)
 
 
