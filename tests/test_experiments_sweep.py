@@ -93,6 +93,23 @@ def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
     assert again.ok and again.trained == 0 and again.found_complete == 8, out
 
 
+def test_a_sweep_stopped_early_ends_with_what_is_left_not_with_nothing(tmp_path: Path, cluster):
+    """The last progress line of a sweep that stopped early counts the runs left and
+    estimates their time from what it knows (here nothing yet: "?"), never "0:00:00"."""
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    profile = _profile(tmp_path, trials=3, runs=1)
+    result, out = _sweep(tmp_path, cluster, profile, time_limit=1.0)  # over at once
+    assert result.trained == 0 and result.left == 8 and "time limit reached" in out, out
+    last = [line for line in out.splitlines() if line.startswith("[fake]")][-1]
+    assert "left 8 of 8" in last and last.endswith("remaining ~?"), out
+
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.complete, out
+    last = [line for line in out.splitlines() if line.startswith("[fake]")][-1]
+    assert "left 0 of 8" in last and last.endswith("remaining ~0:00:00"), out
+
+
 def test_never_more_runs_on_dask_than_worker_slots(tmp_path: Path, cluster, monkeypatch):
     """Dask places a run on a worker when it is submitted and never moves it, so a run
     submitted while both workers were busy could wait behind an hours-long run while the

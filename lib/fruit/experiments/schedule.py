@@ -64,6 +64,7 @@ class Schedule:
         self.waiting: list[tuple[RunSpec, int]] = []  # launched, not yet submitted
         self._trained: dict[str, float] = {}  # run name -> epochs trained (pending runs)
         self._trained_at = -float("inf")  # time.monotonic() of that reading
+        self.unfinished: list[RunSpec] = []  # paused, abandoned or never started: left over
 
     def execute(self) -> None:
         """Submit every unfinished run and follow them until none is pending (or the
@@ -94,7 +95,12 @@ class Schedule:
                 else:
                     self._on_failure(spec, attempt, future.exception())
         self.progress.running = 0
-        self.progress.show([], force=True)
+        left = self._left_specs() + self.unfinished  # what a later call has to train
+        train_size = self.profile.sizes["train"]
+        trained = {
+            s.name: epochs_so_far(s.folder(self.sweep.results_dir), train_size) for s in left
+        }
+        self.progress.show(left, force=True, trained=trained)
         self.progress.end()
 
     def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
@@ -128,6 +134,7 @@ class Schedule:
         has not reached a pause); its last checkpoint stays for the next call."""
         for future, (spec, _) in list(self.pending.items()):
             future.cancel()
+            self.unfinished.append(spec)
             self.sweep.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
         self.pending.clear()
         self.waiting.clear()
@@ -161,6 +168,7 @@ class Schedule:
 
     def _on_result(self, spec: RunSpec, metrics: dict | None, seconds: float) -> None:
         if metrics is None:  # paused at, or not started after, the time limit
+            self.unfinished.append(spec)
             if seconds > 0:
                 self.result.paused.append(spec.name)
             return
