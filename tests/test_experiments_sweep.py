@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,40 @@ def test_never_more_runs_on_dask_than_worker_slots(tmp_path: Path, cluster, monk
     assert result.ok and result.trained == 3 + 1, out
     assert len(futures) == 4 and max(outstanding) == 2, outstanding  # 3 before the fix
     assert "done 4 / running 0 / failed 0 / left 0 of 4" in out
+
+
+def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch):
+    """With one slot, the order of submission is the order of the runs' expected time
+    left: by relative cost while nothing is recorded (Tf+Nd before Tf, though Tf's runs
+    are queued first), then by the recorded seconds per epoch."""
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf", "Tf+Nd"))
+    order = []
+    submit = Sweep.submit
+
+    def recording_submit(self, spec, attempt):
+        order.append(spec.name)
+        return submit(self, spec, attempt)
+
+    monkeypatch.setattr(Sweep, "submit", recording_submit)
+    monkeypatch.setattr(cluster, "slots", lambda: 1)
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.complete, out
+    qf = "question-formation"
+    assert order[0] == f"{qf}/Tf+Nd/search-0", order  # Tf/search-0 went first before the fix
+
+    # recorded: Tf's search trial took 1000 s per epoch, Tf+Nd's 1 s; the finals again
+    runs = tmp_path / "results" / "runs" / "fake" / qf
+    for arch, seconds in (("Tf", 1000.0), ("Tf+Nd", 1.0)):
+        path = runs / arch / "search-0" / "metrics.json"
+        metrics = json.loads(path.read_text())
+        path.write_text(json.dumps({**metrics, "train_seconds": seconds}))
+        shutil.rmtree(runs / arch / "final-0")
+    order.clear()
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.complete and result.trained == 2, out
+    assert order == [f"{qf}/Tf/final-0", f"{qf}/Tf+Nd/final-0"], order
 
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):

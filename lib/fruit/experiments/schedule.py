@@ -104,12 +104,12 @@ class Schedule:
         self.progress.end()
 
     def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
+        """Queue a run; the loop in ``execute`` submits it when its turn comes."""
         self.waiting.append((spec, attempt))
-        self._submit_waiting()
 
     def _submit_waiting(self) -> bool:
-        """Submit waiting runs, costliest first, while a worker slot is free; True if any
-        was submitted. Never more runs than slots go to Dask: Dask places a task on a
+        """Submit waiting runs, longest first (``_seconds_left``), while a worker slot is
+        free; True if any was submitted. Never more runs than slots go to Dask: Dask places a task on a
         worker when it is submitted and, with work stealing off (cluster.QUIET_DASK),
         never moves it, so a run queued behind a busy worker's hours-long run would wait
         there while another worker idles. (With a fixed number of workers nothing is
@@ -118,16 +118,27 @@ class Schedule:
             return False
         stop_at = self.sweep.stop_at
         if (stop_at is not None and time.time() >= stop_at) or self.sweep.pausing():
-            self.waiting.clear()  # left for the next call
+            self.unfinished += [spec for spec, _ in self.waiting]  # left for the next call
+            self.waiting.clear()
             return False
         free = self.sweep.cluster.slots() - len(self.pending)
         if free <= 0:
             return False
-        self.waiting.sort(key=lambda item: relative_cost(item[0]), reverse=True)  # stable
+        self.waiting.sort(key=lambda item: self._seconds_left(item[0]), reverse=True)  # stable
         for spec, attempt in self.waiting[:free]:
             self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
         del self.waiting[:free]
         return True
+
+    def _seconds_left(self, spec: RunSpec) -> tuple[float, int]:
+        """How long ``spec`` still has to train, to run the longest first (so that no long
+        run starts last and keeps one worker busy after the others are done): the
+        progress estimate (the architecture's recorded seconds per epoch, a final run's
+        expected length, less the epochs it has trained), then ``relative_cost``, which
+        alone ranks the runs while nothing is recorded yet."""
+        trained = epochs_so_far(spec.folder(self.sweep.results_dir), self.profile.sizes["train"])
+        seconds = self.progress.estimate([spec], {spec.name: trained})
+        return (-1.0 if seconds is None else seconds, relative_cost(spec))
 
     def _abandon(self) -> None:
         """At the time limit: give up what is still pending (a run evaluating, one that
@@ -136,6 +147,7 @@ class Schedule:
             future.cancel()
             self.unfinished.append(spec)
             self.sweep.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
+        self.unfinished += [spec for spec, _ in self.waiting]
         self.pending.clear()
         self.waiting.clear()
 
