@@ -287,6 +287,28 @@ def test_experiment_profiles_pair_with_the_claims_finals(name):
     assert p.final_max_epochs == claims.final_max_epochs
 
 
+def test_the_converged_search_trains_the_claims_trials_longer():
+    """qf-search-converged: the claims profile's search trials of Tf on question
+    formation (settings, seeds, data), trained to early stopping instead of 3 epochs."""
+    claims, p = load_profile("claims"), load_profile("qf-search-converged")
+    pair = "question-formation/Tf"
+    assert p.pairs == (("question-formation", "Tf"),)
+
+    def trials(profile):  # the search draws and seeds, without the profile's name and length
+        return [
+            {k: v for k, v in s.items() if k not in ("profile", "max_epochs")}
+            for s in plan(profile)["search"]
+            if (s["task"], s["architecture"]) == ("question-formation", "Tf")
+        ]
+
+    assert len(trials(p)) == 4 and trials(p) == trials(claims)
+    assert plan(p)["final_seeds"][pair] == plan(claims)["final_seeds"][pair][: p.final_runs]
+    assert p.task_data_seed("question-formation") == claims.task_data_seed("question-formation")
+    assert p.sizes == claims.sizes and p.data_source == claims.data_source
+    assert p.training == claims.training
+    assert (claims.max_epochs("search", "Tf"), p.max_epochs("search", "Tf")) == (3, 1000)
+
+
 def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
     """The sizes, data folder and data seed a sweep passes to the train notebook are the
     ones `fruit train --profile` resolves by itself: one source (fruit.profiles) for both."""
@@ -403,6 +425,11 @@ def test_compute_estimate_scales_with_the_profile():
     # a search trial of 3 epochs over 100k examples of ~tokens_per_example tokens
     epoch_hours = 100_000 * tokens_per_example(qf) / TOKENS_PER_SECOND["Tf"] / 3600
     assert costs[qf, "Tf"].core_hours > 4 * 3 * epoch_hours
+    # search trials that only early stopping ends (max 1000 epochs) count as final runs do
+    (converged,) = pair_costs(load_profile("qf-search-converged"))
+    evaluation_hours = 21_000 * tokens_per_example(qf) / TOKENS_PER_SECOND["Tf"] / 3600 / 3
+    assert converged.final_epochs == 10
+    assert converged.core_hours == pytest.approx((4 + 2) * (10 * epoch_hours + evaluation_hours))
 
 
 def test_compute_estimate_learns_from_the_run_records(tmp_path):

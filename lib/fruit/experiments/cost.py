@@ -8,8 +8,9 @@ in steps (``--time-limit``) or a cluster allocation. The estimate is
 with the training throughput of each architecture measured at one thread on the
 reference CPU (``TOKENS_PER_SECOND``, from ``benchmarks/models.py --threads 1``), the
 tokens of an epoch from a sample of the task's generated data (source + target + EOS per
-string, as the benchmark counts them), search trials at their maximum epochs, and final
-runs at ``FINAL_EPOCHS`` (early stopping decides: the paper's protocol gives no fixed
+string, as the benchmark counts them), search trials at their maximum epochs (a search
+trained until early stopping, whose maximum is longer than a final run's expected
+length, at that length), and final runs at ``FINAL_EPOCHS`` (early stopping decides: the paper's protocol gives no fixed
 length) plus one evaluation of dev/test/gen (forward passes only, counted as a third of a
 training token each). It is a planning number, not a promise: throughput changes with
 string length (the nondeterministic stack's cost grows faster than linearly with it) and
@@ -129,8 +130,10 @@ def pair_costs(
             * per_token
             * EVALUATION_TOKEN_COST
         )
-        search_epochs = profile.max_epochs("search", arch)
         final_epochs, source = final_length(profile, task, arch, states)
+        # a search trial that only early stopping ends is as long as a final run
+        search_max = profile.max_epochs("search", arch)
+        search_epochs = min(search_max, final_epochs)
         length = {"search": search_epochs, "final": final_epochs}
         whole = profile.search_trials * (
             search_epochs * epoch + evaluation
@@ -138,9 +141,9 @@ def pair_costs(
         mine = [r for r in states if (r.task, r.architecture) == (task, arch)]
         left = None
         if results_dir is not None:
-            # a search trial's length is exact; a final run that has passed the expected
-            # length is still training: at least one more epoch
-            floor = {"search": 0.0, "final": 1.0}
+            # a search trial's length is exact (unless early stopping ends it); a run
+            # that has passed the expected length is still training: one more epoch at least
+            floor = {"search": 1.0 if search_epochs < search_max else 0.0, "final": 1.0}
             left = sum(
                 max(length[r.phase] - r.epochs, floor[r.phase]) * epoch + evaluation
                 for r in mine
@@ -176,7 +179,7 @@ def describe(
     lines = [
         "compute estimate (1 thread per run, reference 2-core CPU; search trials at their "
         f"maximum epochs, final runs at {FINAL_EPOCHS} epochs unless recorded final runs "
-        "say otherwise):"
+        "say otherwise, and so are search trials that early stopping ends):"
     ]
     for c in costs:
         line = f"  {c.task}/{c.architecture}: {c.runs} runs, {c.core_hours:.1f} core-hours"
