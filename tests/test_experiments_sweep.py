@@ -137,7 +137,8 @@ def test_never_more_runs_on_dask_than_worker_slots(tmp_path: Path, cluster, monk
 def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch):
     """With one slot, the order of submission is the order of the runs' expected time
     left: by relative cost while nothing is recorded (Tf+Nd before Tf, though Tf's runs
-    are queued first), then by the recorded seconds per epoch."""
+    are queued first), then by the recorded seconds per epoch; under a time limit, the
+    runs expected to finish before it first."""
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
     profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf", "Tf+Nd"))
@@ -166,6 +167,15 @@ def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch
     result, out = _sweep(tmp_path, cluster, profile)
     assert result.complete and result.trained == 2, out
     assert order == [f"{qf}/Tf/final-0", f"{qf}/Tf+Nd/final-0"], order
+
+    # under a time limit, the runs that can finish before it go first: Tf's final would
+    # need 2 epochs x 1000 s, far beyond a 10-minute limit, Tf+Nd's 2 s
+    for arch in ("Tf", "Tf+Nd"):
+        shutil.rmtree(runs / arch / "final-0")
+    order.clear()
+    result, out = _sweep(tmp_path, cluster, profile, time_limit=600.0)
+    assert result.complete, out
+    assert order == [f"{qf}/Tf+Nd/final-0", f"{qf}/Tf/final-0"], order
 
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):

@@ -62,34 +62,36 @@ class Progress:
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
 
-    def estimate(
-        self, left: list[RunSpec], trained: dict[str, float] | None = None
-    ) -> float | None:
-        """Seconds until the runs ``left`` are done: each at its architecture's measured
-        seconds per epoch times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a
-        final run, the pair's expected length (``learn_from_records``: early stopping
-        ends final runs), less the epochs it has ``trained`` already (by run name; a
-        final run past the expected length counts one more epoch), spread over the run
-        slots."""
-        trained = trained or {}
-        if not left:
-            return 0.0
+    def run_seconds(self, spec: RunSpec, trained: float = 0.0) -> float | None:
+        """Seconds ``spec`` still needs on one slot: its architecture's measured seconds
+        per epoch (else the mean over all architectures; None when nothing is measured)
+        times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a final run, the
+        pair's expected length (``learn_from_records``: early stopping ends final runs),
+        less the epochs it has ``trained`` already (a final run past the expected length
+        counts one more epoch)."""
         everything = [r for rates in self.seconds_per_epoch.values() for r in rates]
         if not everything:
             return None
-        overall = sum(everything) / len(everything)
-        work = 0.0
-        for s in left:
-            rates = self.seconds_per_epoch.get(s.architecture)
-            expected = FINAL_EPOCHS
-            if s.phase == "final":
-                expected = self.final_epochs.get((s.task, s.architecture), FINAL_EPOCHS)
-            epochs = min(s.max_epochs, expected)
-            if s.name in trained:
-                floor = 1.0 if s.phase == "final" else 0.0
-                epochs = max(epochs - trained[s.name], floor)
-            work += (sum(rates) / len(rates) if rates else overall) * epochs
-        return work / self.slots
+        rates = self.seconds_per_epoch.get(spec.architecture) or everything
+        expected = FINAL_EPOCHS
+        if spec.phase == "final":
+            expected = self.final_epochs.get((spec.task, spec.architecture), FINAL_EPOCHS)
+        epochs = min(spec.max_epochs, expected)
+        if trained:
+            floor = 1.0 if spec.phase == "final" else 0.0
+            epochs = max(epochs - trained, floor)
+        return sum(rates) / len(rates) * epochs
+
+    def estimate(
+        self, left: list[RunSpec], trained: dict[str, float] | None = None
+    ) -> float | None:
+        """Seconds until the runs ``left`` are done: their ``run_seconds`` (less the
+        epochs each has ``trained``, by run name), spread over the run slots."""
+        trained = trained or {}
+        seconds = [self.run_seconds(s, trained.get(s.name, 0.0)) for s in left]
+        if None in seconds:
+            return None
+        return sum(seconds) / self.slots
 
     def show(
         self, left: list[RunSpec], force: bool = False, trained: dict[str, float] | None = None

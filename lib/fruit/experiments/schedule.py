@@ -108,9 +108,9 @@ class Schedule:
         self.waiting.append((spec, attempt))
 
     def _submit_waiting(self) -> bool:
-        """Submit waiting runs, longest first (``_seconds_left``), while a worker slot is
-        free; True if any was submitted. Never more runs than slots go to Dask: Dask places a task on a
-        worker when it is submitted and, with work stealing off (cluster.QUIET_DASK),
+        """Submit waiting runs in the order of ``_priority`` while a worker slot is free;
+        True if any was submitted. Never more runs than slots go to Dask: Dask places a
+        task on a worker when it is submitted and, with work stealing off (cluster.QUIET_DASK),
         never moves it, so a run queued behind a busy worker's hours-long run would wait
         there while another worker idles. (With a fixed number of workers nothing is
         lost by holding runs back; workers that join later raise ``slots()``.)"""
@@ -124,21 +124,25 @@ class Schedule:
         free = self.sweep.cluster.slots() - len(self.pending)
         if free <= 0:
             return False
-        self.waiting.sort(key=lambda item: self._seconds_left(item[0]), reverse=True)  # stable
+        self.waiting.sort(key=lambda item: self._priority(item[0], stop_at), reverse=True)
         for spec, attempt in self.waiting[:free]:
             self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
         del self.waiting[:free]
         return True
 
-    def _seconds_left(self, spec: RunSpec) -> tuple[float, int]:
-        """How long ``spec`` still has to train, to run the longest first (so that no long
-        run starts last and keeps one worker busy after the others are done): the
-        progress estimate (the architecture's recorded seconds per epoch, a final run's
-        expected length, less the epochs it has trained), then ``relative_cost``, which
-        alone ranks the runs while nothing is recorded yet."""
+    def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, float, int]:
+        """Longest first (so that no long run starts last and keeps one worker busy
+        after the others are done), but under a time limit the runs expected to finish
+        before it first (a run paused at the limit goes on only where its resume files
+        are kept). How long a run takes is the progress estimate (the architecture's
+        recorded seconds per epoch, a final run's expected length, less the epochs it
+        has trained); while nothing is recorded, ``relative_cost`` alone ranks them."""
         trained = epochs_so_far(spec.folder(self.sweep.results_dir), self.profile.sizes["train"])
-        seconds = self.progress.estimate([spec], {spec.name: trained})
-        return (-1.0 if seconds is None else seconds, relative_cost(spec))
+        seconds = self.progress.run_seconds(spec, trained)
+        if seconds is None:
+            return (True, 0.0, relative_cost(spec))
+        fits = stop_at is None or time.time() + seconds <= stop_at
+        return (fits, seconds, relative_cost(spec))
 
     def _abandon(self) -> None:
         """At the time limit: give up what is still pending (a run evaluating, one that
