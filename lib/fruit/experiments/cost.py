@@ -8,13 +8,13 @@ in steps (``--time-limit``) or a cluster allocation. The estimate is
 with the training throughput of each architecture measured at one thread on the
 reference CPU (``TOKENS_PER_SECOND``, from ``benchmarks/models.py --threads 1``), the
 tokens of an epoch from a sample of the task's generated data (source + target + EOS per
-string, as the benchmark counts them), search trials at their maximum epochs (a search
-trained until early stopping, whose maximum is longer than a final run's expected
-length, at that length), and final runs at ``FINAL_EPOCHS`` (early stopping decides: the paper's protocol gives no fixed
-length) plus one evaluation of dev/test/gen (forward passes only, counted as a third of a
-training token each). It is a planning number, not a promise: throughput changes with
-string length (the nondeterministic stack's cost grows faster than linearly with it) and
-with the batch-token budget.
+string, as the benchmark counts them), search trials at their maximum epochs (trials
+that only early stopping ends, with a maximum beyond a final run's expected length, at
+that length), and final runs at ``FINAL_EPOCHS`` (early stopping decides: the paper's
+protocol gives no fixed length) plus one evaluation of dev/test/gen (forward passes
+only, counted as a third of a training token each). It is a planning number, not a
+promise: throughput changes with string length (the nondeterministic stack's cost grows
+faster than linearly with it) and with the batch-token budget.
 
 Given the results folder, the estimate also reads the profile's run records, so that a
 campaign in progress can be planned from what it has learned: final runs are counted at
