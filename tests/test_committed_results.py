@@ -54,5 +54,6 @@ def test_committed_resume_files_are_those_of_paused_runs_only():
         assert f"{folder}/metrics.json" not in tracked, (
             f"{folder} finished: `git rm --cached` its resume files"
         )
-        missing = [name for name in RESUME_FILES if f"{folder}/{name}" not in tracked]
+        needed = (*RESUME_FILES, "config.json", "log.csv")  # config.json: who started it
+        missing = [name for name in needed if f"{folder}/{name}" not in tracked]
         assert not missing, f"{folder}: its resume files are committed without {missing}"
