@@ -622,6 +622,32 @@ def test_a_pause_file_pauses_before_the_next_batch_and_the_run_resumes_exactly(t
     assert without_timing(resumed) == without_timing(whole)
 
 
+def test_a_paused_run_carried_elsewhere_goes_on_with_its_prepared_data_there(tmp_path):
+    """A run folder and its (fruit-prepared) data folder moved to other paths, as on
+    another machine: the run resumes there and ends as an uninterrupted run; a user's
+    own data folder (no data.json) must stay where the run recorded it."""
+    import shutil
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    config = tiny_config(here / "data", checkpoint_every=30, max_epochs=2, generate_data=True)
+    whole = training.train_run(config, tmp_path / "whole")
+    pause = tmp_path / "PAUSE"
+    pause.touch()
+    training.Run(config, here / "run").train(pause_file=pause)
+    pause.unlink()
+    assert (here / "run" / "checkpoint.pt").is_file()
+    shutil.copytree(here, there)
+    moved = tiny_config(there / "data", checkpoint_every=30, max_epochs=2, generate_data=True)
+    resumed = training.train_run(moved, there / "run")
+    assert without_timing(resumed) == without_timing(whole)
+
+    (there / "data" / "question-formation" / "data.json").unlink()  # now the user's own
+    shutil.copytree(here / "run", there / "run2")
+    users = tiny_config(there / "data", checkpoint_every=30, max_epochs=2)
+    with pytest.raises(FruitError, match="holds a run with other settings \\(data_dir: "):
+        training.Run(users, there / "run2")
+
+
 def test_a_run_resumed_by_another_commit_says_so_once(tmp_path, data_dir):
     from fruit.provenance import git_state
 

@@ -250,12 +250,12 @@ def settings_record(config: RunConfig) -> dict:
     return record
 
 
-def differences(old: dict, record: dict, keys=None) -> list[str]:
+def differences(old: dict, record: dict, keys=None, ignored=frozenset()) -> list[str]:
     """``"name: OLD there, NEW here"`` for every setting of ``record`` (or only ``keys``)
-    that ``old`` records otherwise (``NOT_SETTINGS`` are never compared)."""
+    that ``old`` records otherwise (``NOT_SETTINGS`` and ``ignored`` are never compared)."""
     changed = []
     for key in sorted(record if keys is None else keys):
-        if key in NOT_SETTINGS:
+        if key in NOT_SETTINGS or key in ignored:
             continue
         new = _json_roundtrip(record[key])
         if key not in old or old[key] != new:
@@ -272,16 +272,16 @@ def refuse_other_settings(run_dir: Path, changed: list[str], finished: bool) -> 
     )
 
 
-def write_or_check_config(run_dir: Path, record: dict) -> None:
+def write_or_check_config(run_dir: Path, record: dict, ignored=frozenset()) -> None:
     """Write ``config.json``, or, when the folder has one, refuse a run whose settings
-    differ from it (where it runs -- device, versions, provenance -- may differ).
-    A damaged config.json raises ``DamagedRecord`` (the caller decides: an unfinished
-    run starts again, ``fruit.training.resume``)."""
+    differ from it (where it runs -- device, versions, provenance -- may differ, and
+    the settings named in ``ignored``). A damaged config.json raises ``DamagedRecord``
+    (the caller decides: an unfinished run starts again, ``fruit.training.resume``)."""
     old = read_config(run_dir)
     if old is None:
         atomic_write_json(Path(run_dir) / "config.json", record)
         return
-    changed = differences(old, record)
+    changed = differences(old, record, ignored=ignored)
     if changed:
         raise refuse_other_settings(run_dir, changed, finished=False)
 

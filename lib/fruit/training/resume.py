@@ -8,21 +8,30 @@ from those of an uninterrupted run at either commit."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from fruit.errors import FruitError
 from fruit.io import PAUSED_MARKER, DamagedRecord
 from fruit.training import checkpoints
 from fruit.training.checkpoints import BEST, CHECKPOINT, write_log
 from fruit.training.config import read_config, write_or_check_config
+from fruit.training.data import DATA_MARKER
 from fruit.training.records import config_record
 
 
 def open_folder(run) -> None:
     """Write (or check against) config.json, then resume ``run`` from checkpoint.pt when
-    the folder has one and the run is unfinished; ``run`` starts fresh beforehand."""
+    the folder has one and the run is unfinished; ``run`` starts fresh beforehand.
+
+    Where the data folder is one ``fruit`` prepared (it holds ``data.json``), its path
+    is not compared: the data are those of the recorded task, data seed, source and
+    sizes, which are, so a run folder carried to another machine or checkout goes on
+    there. A user's own data folder has no such record, and its path must match."""
     record = config_record(run)
+    prepared = (Path(run.config.data_dir) / run.config.task / DATA_MARKER).is_file()
+    ignored = frozenset({"data_dir"}) if prepared else frozenset()
     try:
-        write_or_check_config(run.dir, record)
+        write_or_check_config(run.dir, record, ignored)
     except DamagedRecord as e:
         if run.finished:
             raise FruitError(
@@ -30,7 +39,7 @@ def open_folder(run) -> None:
                 f"{run.dir} to train that run again"
             ) from None
         restart(run, f"config.json could not be read ({e.reason})", "config.json")
-        write_or_check_config(run.dir, record)
+        write_or_check_config(run.dir, record, ignored)
     if (run.dir / CHECKPOINT).is_file() and not run.finished:
         try:
             run.state = checkpoints.load_checkpoint(
