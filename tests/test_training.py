@@ -623,9 +623,9 @@ def test_a_pause_file_pauses_before_the_next_batch_and_the_run_resumes_exactly(t
 
 
 def test_a_paused_run_carried_elsewhere_goes_on_with_its_prepared_data_there(tmp_path):
-    """A run folder and its (fruit-prepared) data folder moved to other paths, as on
-    another machine: the run resumes there and ends as an uninterrupted run; a user's
-    own data folder (no data.json) must stay where the run recorded it."""
+    """A run folder and its data folder moved to other paths, as on another machine:
+    the run resumes there and ends as an uninterrupted run; with other data there (the
+    checkpoint's digest of the examples differs) it is refused, naming data_dir."""
     import shutil
 
     here, there = tmp_path / "here", tmp_path / "there"
@@ -641,11 +641,18 @@ def test_a_paused_run_carried_elsewhere_goes_on_with_its_prepared_data_there(tmp
     resumed = training.train_run(moved, there / "run")
     assert without_timing(resumed) == without_timing(whole)
 
-    (there / "data" / "question-formation" / "data.json").unlink()  # now the user's own
-    shutil.copytree(here / "run", there / "run2")
-    users = tiny_config(there / "data", checkpoint_every=30, max_epochs=2)
+    elsewhere = tmp_path / "elsewhere"  # the same run folder, other data (dev reversed)
+    shutil.copytree(here, elsewhere)
+    (elsewhere / "data" / "question-formation" / "data.json").unlink()  # a user's own
+    dev = elsewhere / "data" / "question-formation" / "dev.tsv"
+    dev.write_text("".join(reversed(dev.read_text().splitlines(keepends=True))))
+    other = tiny_config(elsewhere / "data", checkpoint_every=30, max_epochs=2)
     with pytest.raises(FruitError, match="holds a run with other settings \\(data_dir: "):
-        training.Run(users, there / "run2")
+        training.Run(other, elsewhere / "run")
+    (elsewhere / "data" / "question-formation" / "dev.tsv").write_text(
+        (here / "data" / "question-formation" / "dev.tsv").read_text()
+    )  # the same examples again, in a folder fruit did not make: it goes on
+    assert without_timing(training.train_run(other, elsewhere / "run")) == without_timing(whole)
 
 
 def test_a_run_resumed_by_another_commit_says_so_once(tmp_path, data_dir):

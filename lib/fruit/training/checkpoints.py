@@ -6,7 +6,9 @@ parameters, the optimiser and scheduler, the torch, CUDA and shuffling generator
 and the ``TrainingState`` (counters, position in the epoch, the log so far). The state is
 stored as a plain dict of its fields under ``"state"``, the format the code has written
 since the first runs, so checkpoints of runs started before ``TrainingState`` existed
-resume unchanged (and the other way round). ``best.pt`` holds the best parameters by
+resume unchanged (and the other way round). It also keeps the digest of the run's data
+(``"data_digest"``; absent in older checkpoints), by which a run carried to another path
+goes on there (``fruit.training.resume``). ``best.pt`` holds the best parameters by
 validation cross-entropy; evaluation uses them.
 """
 
@@ -119,9 +121,16 @@ def atomic_torch_save(path: Path, obj) -> None:
 
 
 def save_checkpoint(
-    run_dir: Path, model, optimizer, scheduler, rng: random.Random, state: TrainingState
+    run_dir: Path,
+    model,
+    optimizer,
+    scheduler,
+    rng: random.Random,
+    state: TrainingState,
+    data_digest: str | None = None,
 ) -> None:
-    """Write ``checkpoint.pt`` atomically."""
+    """Write ``checkpoint.pt`` atomically (``data_digest``: the identity of the data the
+    run trains on, ``fruit.training.data.data_digest``)."""
     checkpoint = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -130,8 +139,19 @@ def save_checkpoint(
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "shuffle_rng": rng.getstate(),
         "state": state.as_dict(),
+        "data_digest": data_digest,
     }
     atomic_torch_save(run_dir / CHECKPOINT, checkpoint)
+
+
+def saved_data_digest(run_dir: Path) -> str | None:
+    """The data digest ``checkpoint.pt`` records (None: none, or no readable checkpoint;
+    checkpoints written before the digest existed have none)."""
+    try:
+        checkpoint = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
+        return checkpoint.get("data_digest")
+    except Exception:  # noqa: BLE001 - absent or damaged: resume.open_folder deals with it
+        return None
 
 
 def load_checkpoint(run_dir: Path, model, optimizer, scheduler, rng: random.Random):

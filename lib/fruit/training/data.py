@@ -17,6 +17,8 @@ any run starts.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -48,6 +50,14 @@ class TaskData:
     gen: list  # (source, hierarchical target)
     gen_linear: list  # (source, linear-rule target), same sources as gen
     vocab: object
+
+
+def data_digest(data: TaskData) -> str:
+    """SHA-256 of the examples a run reads (every split, in order): the identity of its
+    data wherever the folder lies (``fruit.training.resume``: a run folder carried to
+    another path goes on only with the same data)."""
+    splits = [data.train, data.dev, data.test, data.gen, data.gen_linear]
+    return hashlib.sha256(json.dumps(splits).encode("utf-8")).hexdigest()
 
 
 def _first(examples, n, path):

@@ -26,6 +26,7 @@ the final evaluation and metrics.json: ``fruit.training.records``; the progress 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -43,7 +44,7 @@ from fruit.io import PAUSED_MARKER, atomic_write_json, read_metrics
 from fruit.training import checkpoints, records, resume
 from fruit.training.checkpoints import TrainingState, write_log
 from fruit.training.config import RunConfig, check_finished_settings, resolve_config
-from fruit.training.data import TaskData, check_batch_tokens, load_data
+from fruit.training.data import TaskData, check_batch_tokens, data_digest, load_data
 from fruit.training.objective import optimizer_and_scheduler, update, validation_cross_entropy
 from fruit.training.progress import progress_bar
 
@@ -122,9 +123,20 @@ class Run:
 
         return num_parameters(self.model)
 
+    @functools.cached_property
+    def data_digest(self) -> str:
+        """The identity of the run's data (``fruit.training.data.data_digest``)."""
+        return data_digest(self.data)
+
     def _save_checkpoint(self) -> None:
         checkpoints.save_checkpoint(
-            self.dir, self.model, self.optimizer, self.scheduler, self.rng, self.state
+            self.dir,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            self.rng,
+            self.state,
+            self.data_digest,
         )
 
     def load_best(self) -> None:

@@ -8,14 +8,12 @@ from those of an uninterrupted run at either commit."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from fruit.errors import FruitError
 from fruit.io import PAUSED_MARKER, DamagedRecord
 from fruit.training import checkpoints
 from fruit.training.checkpoints import BEST, CHECKPOINT, write_log
 from fruit.training.config import read_config, write_or_check_config
-from fruit.training.data import DATA_MARKER
 from fruit.training.records import config_record
 
 
@@ -23,13 +21,12 @@ def open_folder(run) -> None:
     """Write (or check against) config.json, then resume ``run`` from checkpoint.pt when
     the folder has one and the run is unfinished; ``run`` starts fresh beforehand.
 
-    Where the data folder is one ``fruit`` prepared (it holds ``data.json``), its path
-    is not compared: the data are those of the recorded task, data seed, source and
-    sizes, which are, so a run folder carried to another machine or checkout goes on
-    there. A user's own data folder has no such record, and its path must match."""
+    A run folder carried to another path or machine goes on there with its data folder
+    elsewhere too, when ``checkpoint.pt`` says the data are the same (the digest of every
+    example the run reads, ``fruit.training.data.data_digest``); otherwise the data
+    folder's path must be the one config.json records."""
     record = config_record(run)
-    prepared = (Path(run.config.data_dir) / run.config.task / DATA_MARKER).is_file()
-    ignored = frozenset({"data_dir"}) if prepared else frozenset()
+    ignored = frozenset({"data_dir"}) if _same_data_elsewhere(run, record) else frozenset()
     try:
         write_or_check_config(run.dir, record, ignored)
     except DamagedRecord as e:
@@ -53,6 +50,19 @@ def open_folder(run) -> None:
         else:
             write_log(run.dir, run.state.log)
             warn_if_other_commit(run, record["provenance"]["git"]["commit"])
+
+
+def _same_data_elsewhere(run, record: dict) -> bool:
+    """The unfinished run's data folder moved (config.json records another path) and
+    its checkpoint says the data there are the ones it trained on."""
+    try:
+        old = read_config(run.dir)
+    except DamagedRecord:
+        return False
+    moved = old is not None and old.get("data_dir") != record.get("data_dir")
+    if not moved or run.finished or not (run.dir / CHECKPOINT).is_file():
+        return False
+    return checkpoints.saved_data_digest(run.dir) == run.data_digest
 
 
 def warn_if_other_commit(run, commit: str | None) -> None:
