@@ -287,7 +287,7 @@ def test_experiment_profiles_pair_with_the_claims_finals(name):
     assert p.final_max_epochs == claims.final_max_epochs
 
 
-def test_the_converged_search_trains_the_claims_trials_longer():
+def test_the_converged_search_trains_the_claims_trials_longer(tmp_path: Path):
     """qf-search-converged: the claims profile's search trials of Tf on question
     formation (settings, seeds, data), trained to early stopping instead of 3 epochs."""
     claims, p = load_profile("claims"), load_profile("qf-search-converged")
@@ -307,6 +307,20 @@ def test_the_converged_search_trains_the_claims_trials_longer():
     assert p.sizes == claims.sizes and p.data_source == claims.data_source
     assert p.training == claims.training
     assert (claims.max_epochs("search", "Tf"), p.max_epochs("search", "Tf")) == (3, 1000)
+
+    # the sweep expects such a trial to last as long as a final run, not 1000 epochs
+    from fruit.experiments.cost import FINAL_EPOCHS
+    from fruit.experiments.progress import Progress
+
+    def seconds(profile, trained=0.0):  # a Tf search trial's, at 60 s per epoch
+        progress = Progress(total=6, slots=2, stream=None, label="x")
+        progress.learn_from_records(profile, tmp_path, list(profile.pairs))
+        progress.seconds_per_epoch["Tf"].append(60.0)
+        return progress.run_seconds(search_specs(profile, "question-formation", "Tf")[0], trained)
+
+    assert (seconds(p), seconds(claims)) == (60.0 * FINAL_EPOCHS, 60.0 * 3)
+    assert seconds(claims, trained=3.0) == 0.0  # its 3 epochs are done
+    assert seconds(p, trained=12.0) == 60.0  # past the expected length: one more epoch
 
 
 def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):

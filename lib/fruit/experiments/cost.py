@@ -9,8 +9,8 @@ with the training throughput of each architecture measured at one thread on the
 reference CPU (``TOKENS_PER_SECOND``, from ``benchmarks/models.py --threads 1``), the
 tokens of an epoch from a sample of the task's generated data (source + target + EOS per
 string, as the benchmark counts them), search trials at their maximum epochs (trials
-that only early stopping ends, with a maximum beyond a final run's expected length, at
-that length), and final runs at ``FINAL_EPOCHS`` (early stopping decides: the paper's
+that only early stopping ends, whose maximum is the final runs', at a final run's
+length), and final runs at ``FINAL_EPOCHS`` (early stopping decides: the paper's
 protocol gives no fixed length) plus one evaluation of dev/test/gen (forward passes
 only, counted as a third of a training token each). It is a planning number, not a
 promise: throughput changes with string length (the nondeterministic stack's cost grows
@@ -110,6 +110,13 @@ def final_length(
     return (cap, "the maximum") if epochs > cap else (epochs, source)
 
 
+def search_until_early_stopping(profile: Profile, arch: str) -> bool:
+    """Whether the profile's search trials of ``arch`` end only by early stopping, as
+    final runs do (their maximum is no shorter than the final runs'): then they are
+    expected to be as long as a final run."""
+    return profile.max_epochs("search", arch) >= profile.max_epochs("final", arch)
+
+
 def pair_costs(
     profile: Profile,
     pairs: list[tuple[str, str]] | None = None,
@@ -131,9 +138,8 @@ def pair_costs(
             * EVALUATION_TOKEN_COST
         )
         final_epochs, source = final_length(profile, task, arch, states)
-        # a search trial that only early stopping ends is as long as a final run
-        search_max = profile.max_epochs("search", arch)
-        search_epochs = min(search_max, final_epochs)
+        until_stopping = search_until_early_stopping(profile, arch)
+        search_epochs = final_epochs if until_stopping else profile.max_epochs("search", arch)
         length = {"search": search_epochs, "final": final_epochs}
         whole = profile.search_trials * (
             search_epochs * epoch + evaluation
@@ -143,7 +149,7 @@ def pair_costs(
         if results_dir is not None:
             # a search trial's length is exact (unless early stopping ends it); a run
             # that has passed the expected length is still training: one more epoch at least
-            floor = {"search": 1.0 if search_epochs < search_max else 0.0, "final": 1.0}
+            floor = {"search": 1.0 if until_stopping else 0.0, "final": 1.0}
             left = sum(
                 max(length[r.phase] - r.epochs, floor[r.phase]) * epoch + evaluation
                 for r in mine

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.cost import FINAL_EPOCHS, final_length
+from fruit.experiments.cost import FINAL_EPOCHS, final_length, search_until_early_stopping
 from fruit.experiments.plan import RunSpec
 from fruit.experiments.run_state import run_states
 from fruit.profiles import Profile
@@ -35,6 +35,7 @@ class Progress:
         self.done = self.failed = self.running = 0
         self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)  # architecture ->
         self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
+        self.long_search: set[tuple[str, str]] = set()  # pairs whose trials early stopping ends
         self.start = time.monotonic()
         self._last_line = ""
         self._last_print = 0.0
@@ -61,25 +62,27 @@ class Progress:
                 self.seconds_per_epoch[r.architecture].append(r.train_seconds / r.epochs)
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
+            if search_until_early_stopping(profile, arch):
+                self.long_search.add((task, arch))
 
     def run_seconds(self, spec: RunSpec, trained: float = 0.0) -> float | None:
         """Seconds ``spec`` still needs on one slot: its architecture's measured seconds
         per epoch (else the mean over all architectures; None when nothing is measured)
-        times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a final run, the
-        pair's expected length (``learn_from_records``: early stopping ends final runs),
-        less the epochs it has ``trained`` already (a final run past the expected length
-        counts one more epoch)."""
+        times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a final run (and a
+        search trial that only early stopping ends), the pair's expected length
+        (``learn_from_records``), less the epochs it has ``trained`` already (such a
+        run past the expected length counts one more epoch)."""
         everything = [r for rates in self.seconds_per_epoch.values() for r in rates]
         if not everything:
             return None
         rates = self.seconds_per_epoch.get(spec.architecture) or everything
+        like_final = spec.phase == "final" or spec.pair in self.long_search
         expected = FINAL_EPOCHS
-        if spec.phase == "final":
-            expected = self.final_epochs.get((spec.task, spec.architecture), FINAL_EPOCHS)
+        if like_final:
+            expected = self.final_epochs.get(spec.pair, FINAL_EPOCHS)
         epochs = min(spec.max_epochs, expected)
         if trained:
-            floor = 1.0 if spec.phase == "final" else 0.0
-            epochs = max(epochs - trained, floor)
+            epochs = max(epochs - trained, 1.0 if like_final else 0.0)
         return sum(rates) / len(rates) * epochs
 
     def estimate(
