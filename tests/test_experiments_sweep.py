@@ -140,7 +140,7 @@ def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch
     """With one slot, the order of submission is the order of the runs' expected time
     left: by relative cost while nothing is recorded (Tf+Nd before Tf, though Tf's runs
     are queued first), then by the recorded seconds per epoch; under a time limit, the
-    runs expected to finish before it first."""
+    runs expected to finish before it first, then the shortest of those that cannot."""
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
     profile = _profile(tmp_path, trials=1, runs=1, architectures=("Tf", "Tf+Nd"))
@@ -180,6 +180,16 @@ def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch
     assert result.complete, out
     assert list(dict.fromkeys(order)) == [f"{qf}/Tf+Nd/final-0", f"{qf}/Tf/final-0"], order
     assert len(order) == 2 + out.count("retrying "), order
+
+    # neither fits (Tf+Nd now 500 s per epoch): the one closest to its end goes first
+    path = runs / "Tf+Nd" / "search-0" / "metrics.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "train_seconds": 500.0}))
+    for arch in ("Tf", "Tf+Nd"):
+        shutil.rmtree(runs / arch / "final-0")
+    order.clear()
+    result, out = _sweep(tmp_path, cluster, profile, time_limit=600.0)
+    assert result.complete, out
+    assert list(dict.fromkeys(order)) == [f"{qf}/Tf+Nd/final-0", f"{qf}/Tf/final-0"], order
 
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):

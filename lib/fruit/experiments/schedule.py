@@ -133,16 +133,18 @@ class Schedule:
     def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, float, int]:
         """Longest first (so that no long run starts last and keeps one worker busy
         after the others are done), but under a time limit the runs expected to finish
-        before it first (a run paused at the limit goes on only where its resume files
-        are kept). How long a run takes is the progress estimate (the architecture's
-        recorded seconds per epoch, a final run's expected length, less the epochs it
-        has trained); while nothing is recorded, ``relative_cost`` alone ranks them."""
+        before it first, and of those that cannot, the one closest to its end (a run
+        paused at the limit goes on only where its resume files are kept, so the fewer
+        runs are left half-trained, the better). How long a run takes is the progress
+        estimate (the architecture's recorded seconds per epoch, a final run's expected
+        length, less the epochs it has trained); while nothing is recorded,
+        ``relative_cost`` alone ranks them."""
         trained = epochs_so_far(spec.folder(self.sweep.results_dir), self.profile.sizes["train"])
         seconds = self.progress.run_seconds(spec, trained)
         if seconds is None:
             return (True, 0.0, relative_cost(spec))
         fits = stop_at is None or time.time() + seconds <= stop_at
-        return (fits, seconds, relative_cost(spec))
+        return (fits, seconds if fits else -seconds, relative_cost(spec))
 
     def _abandon(self) -> None:
         """At the time limit: give up what is still pending (a run evaluating, one that
