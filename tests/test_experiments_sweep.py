@@ -158,38 +158,31 @@ def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch
     qf = "question-formation"
     assert order[0] == f"{qf}/Tf+Nd/search-0", order  # Tf/search-0 went first before the fix
 
-    # recorded: Tf's search trial took 1000 s per epoch, Tf+Nd's 1 s; the finals again
     runs = tmp_path / "results" / "runs" / "fake" / qf
-    for arch, seconds in (("Tf", 1000.0), ("Tf+Nd", 1.0)):
-        path = runs / arch / "search-0" / "metrics.json"
-        metrics = json.loads(path.read_text())
-        path.write_text(json.dumps({**metrics, "train_seconds": seconds}))
-        shutil.rmtree(runs / arch / "final-0")
-    order.clear()
-    result, out = _sweep(tmp_path, cluster, profile)
-    assert result.complete and result.trained == 2, out
-    assert list(dict.fromkeys(order)) == [f"{qf}/Tf/final-0", f"{qf}/Tf+Nd/final-0"], order
-    assert len(order) == 2 + out.count("retrying "), order  # no run submitted twice
 
+    def record_seconds(arch, seconds):  # what its search trial took (1 epoch)
+        path = runs / arch / "search-0" / "metrics.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "train_seconds": seconds}))
+
+    def finals_again(**limit) -> list[str]:  # the order the two final runs go to Dask in
+        for arch in ("Tf", "Tf+Nd"):
+            shutil.rmtree(runs / arch / "final-0")
+        order.clear()
+        result, out = _sweep(tmp_path, cluster, profile, **limit)
+        assert result.complete and result.trained == 2, out
+        assert len(order) == 2 + out.count("retrying "), order  # no run submitted twice
+        return list(dict.fromkeys(order))
+
+    tf, nd = f"{qf}/Tf/final-0", f"{qf}/Tf+Nd/final-0"
+    record_seconds("Tf", 1000.0)
+    record_seconds("Tf+Nd", 1.0)
+    assert finals_again() == [tf, nd]  # the longest first
     # under a time limit, the runs that can finish before it go first: Tf's final would
     # need 2 epochs x 1000 s, far beyond a 10-minute limit, Tf+Nd's 2 s
-    for arch in ("Tf", "Tf+Nd"):
-        shutil.rmtree(runs / arch / "final-0")
-    order.clear()
-    result, out = _sweep(tmp_path, cluster, profile, time_limit=600.0)
-    assert result.complete, out
-    assert list(dict.fromkeys(order)) == [f"{qf}/Tf+Nd/final-0", f"{qf}/Tf/final-0"], order
-    assert len(order) == 2 + out.count("retrying "), order
-
+    assert finals_again(time_limit=600.0) == [nd, tf]
     # neither fits (Tf+Nd now 500 s per epoch): the one closest to its end goes first
-    path = runs / "Tf+Nd" / "search-0" / "metrics.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "train_seconds": 500.0}))
-    for arch in ("Tf", "Tf+Nd"):
-        shutil.rmtree(runs / arch / "final-0")
-    order.clear()
-    result, out = _sweep(tmp_path, cluster, profile, time_limit=600.0)
-    assert result.complete, out
-    assert list(dict.fromkeys(order)) == [f"{qf}/Tf+Nd/final-0", f"{qf}/Tf/final-0"], order
+    record_seconds("Tf+Nd", 500.0)
+    assert finals_again(time_limit=600.0) == [nd, tf]
 
 
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
