@@ -96,11 +96,7 @@ class Schedule:
                     self._on_failure(spec, attempt, future.exception())
         self.progress.running = 0
         left = self._left_specs() + self.unfinished  # what a later call has to train
-        train_size = self.profile.sizes["train"]
-        trained = {
-            s.name: epochs_so_far(s.folder(self.sweep.results_dir), train_size) for s in left
-        }
-        self.progress.show(left, force=True, trained=trained)
+        self.progress.show(left, force=True, trained={s.name: self._epochs(s) for s in left})
         self.progress.end()
 
     def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
@@ -139,8 +135,7 @@ class Schedule:
         estimate (the architecture's recorded seconds per epoch, a final run's expected
         length, less the epochs it has trained); while nothing is recorded,
         ``relative_cost`` alone ranks them."""
-        trained = epochs_so_far(spec.folder(self.sweep.results_dir), self.profile.sizes["train"])
-        seconds = self.progress.run_seconds(spec, trained)
+        seconds = self.progress.run_seconds(spec, self._epochs(spec))
         if seconds is None:
             return (True, 0.0, relative_cost(spec))
         fits = stop_at is None or time.time() + seconds <= stop_at
@@ -259,13 +254,13 @@ class Schedule:
         every ``TRAINED_SECONDS`` at most, for the time estimate."""
         now = time.monotonic()
         if now - self._trained_at >= TRAINED_SECONDS:
-            train_size = self.profile.sizes["train"]
-            self._trained = {
-                spec.name: epochs_so_far(spec.folder(self.sweep.results_dir), train_size)
-                for spec, _ in self.pending.values()
-            }
+            self._trained = {spec.name: self._epochs(spec) for spec, _ in self.pending.values()}
             self._trained_at = now
         return self._trained
+
+    def _epochs(self, spec: RunSpec) -> float:
+        """Epochs ``spec`` has trained so far (its folder's pause marker or log)."""
+        return epochs_so_far(spec.folder(self.sweep.results_dir), self.profile.sizes["train"])
 
     def _left_specs(self) -> list[RunSpec]:
         """Runs still to do (pending, plus final runs of pairs whose search is open), for

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 from fruit.errors import FruitError
-from fruit.io import PAUSED_MARKER, DamagedRecord
+from fruit.io import CHECKPOINT, RESUME_FILES, DamagedRecord
 from fruit.training import checkpoints
-from fruit.training.checkpoints import BEST, CHECKPOINT, write_log
+from fruit.training.checkpoints import write_log
 from fruit.training.config import read_config, write_or_check_config
 from fruit.training.records import config_record
 
@@ -84,7 +84,7 @@ def restart(run, reason: str, damaged: str) -> None:
     """A damaged record of an unfinished run: keep it as ``<name>.damaged``, drop what
     the earlier attempts made, record a warning, and train from scratch."""
     os.replace(run.dir / damaged, run.dir / f"{damaged}.damaged")
-    for name in (CHECKPOINT, BEST, "log.csv", PAUSED_MARKER):
+    for name in (*RESUME_FILES, "log.csv"):
         (run.dir / name).unlink(missing_ok=True)
     run.warn(f"{reason}; kept as {damaged}.damaged, the run starts again from scratch")
     run.start_fresh()
