@@ -323,6 +323,35 @@ def test_the_converged_search_trains_the_claims_trials_longer(tmp_path: Path):
     assert seconds(p, trained=12.0) == 60.0  # past the expected length: one more epoch
 
 
+def test_progress_rate_is_todays(tmp_path):
+    """A sweep expects the rate of the runs it finished itself, else the fastest record:
+    records made by older code or on a busier machine are slower (the claims search
+    trials of Tf+Nd took 7-18 min per epoch, its first final run 2.3)."""
+    import json
+
+    from fruit.experiments.progress import Progress
+    from fruit.profiles import run_folder
+
+    p = load_profile("claims")
+    qf = "question-formation"
+    for index, seconds in enumerate([3000.0, 1200.0, 411.0]):  # 1000, 400, 137 s per epoch
+        folder = run_folder(tmp_path, "claims", qf, "Tf+Nd", "search", index)
+        folder.mkdir(parents=True)
+        metrics = {"epochs": 3.0, "train_seconds": seconds, "status": "complete"}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+    progress = Progress(total=9, slots=2, stream=None, label="claims")
+    progress.learn_from_records(p, tmp_path, [(qf, "Tf+Nd"), (qf, "Tf")])
+    nd_trial = search_specs(p, qf, "Tf+Nd")[3]
+    assert progress.rate("Tf+Nd") == 137.0
+    assert progress.run_seconds(nd_trial) == 137.0 * 3
+    assert progress.rate("Tf") == 400.0  # nothing of Tf: the median of every rate known
+    for seconds in (600.0, 900.0, 1500.0):  # this call's runs: 200, 300, 500 s per epoch
+        progress.add_run(nd_trial, seconds, epochs=3.0)
+    assert progress.rate("Tf+Nd") == 300.0
+    assert progress.run_seconds(nd_trial, trained=1.0) == 300.0 * 2
+    assert Progress(total=1, slots=1, stream=None, label="x").rate("Tf") is None
+
+
 def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
     """The sizes, data folder and data seed a sweep passes to the train notebook are the
     ones `fruit train --profile` resolves by itself: one source (fruit.profiles) for both."""
@@ -591,7 +620,7 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
         (folder / "metrics.json").write_text(json.dumps(metrics))
     progress = Progress(total=9, slots=2, stream=None, label="claims")
     progress.learn_from_records(p, tmp_path, [(qf, "LSTM")])
-    assert progress.seconds_per_epoch["LSTM"] == [100.0, 100.0]
+    assert progress.recorded_seconds_per_epoch["LSTM"] == [100.0, 100.0]
     assert progress.final_epochs[qf, "LSTM"] == 30.0
     left = final_specs(p, qf, "LSTM", 1e-3, 1000)[1:]  # 4 final runs at 30 epochs
     assert progress.estimate(left) == 4 * 30 * 100.0 / 2

@@ -2,12 +2,18 @@
 the time still needed, estimated from the profile's recorded runs (their seconds per
 epoch, the final runs' length per pair) and then from the runs this call finishes.
 
+The same per-run estimate orders a sweep under a time limit (runs that fit first), so it
+should be today's rate: the runs this call finishes say that best; among recorded runs,
+the fastest of an architecture does, since a record made by older code or on a busier
+machine (two sweeps on two cores) is only slower, often several times.
+
 On a terminal the line is redrawn in place; in a log a new line is written when the
 counts change, and at least every ``LOG_LINE_SECONDS`` otherwise.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,7 +39,9 @@ class Progress:
     def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
         self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
         self.done = self.failed = self.running = 0
-        self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)  # architecture ->
+        # architecture -> seconds per epoch of the runs this call finished / of the records
+        self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
+        self.recorded_seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
         self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
         self.long_search: set[tuple[str, str]] = set()  # pairs whose trials early stopping ends
         self.start = time.monotonic()
@@ -59,23 +67,40 @@ class Progress:
             return
         for r in states:
             if r.finished and r.epochs > 0 and r.train_seconds > 0:
-                self.seconds_per_epoch[r.architecture].append(r.train_seconds / r.epochs)
+                rate = r.train_seconds / r.epochs
+                self.recorded_seconds_per_epoch[r.architecture].append(rate)
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
             if search_until_early_stopping(profile, arch):
                 self.long_search.add((task, arch))
 
+    def rate(self, architecture: str) -> float | None:
+        """Seconds per epoch expected of a run of ``architecture``: the median of the runs
+        of it this call finished, else the fastest of its recorded runs, else the median
+        of every rate known (None when nothing is known)."""
+        if self.seconds_per_epoch.get(architecture):
+            return statistics.median(self.seconds_per_epoch[architecture])
+        if self.recorded_seconds_per_epoch.get(architecture):
+            return min(self.recorded_seconds_per_epoch[architecture])
+        everything = [
+            r
+            for rates in (
+                *self.seconds_per_epoch.values(),
+                *self.recorded_seconds_per_epoch.values(),
+            )
+            for r in rates
+        ]
+        return statistics.median(everything) if everything else None
+
     def run_seconds(self, spec: RunSpec, trained: float = 0.0) -> float | None:
-        """Seconds ``spec`` still needs on one slot: its architecture's measured seconds
-        per epoch (else the mean over all architectures; None when nothing is measured)
-        times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a final run (and a
+        """Seconds ``spec`` still needs on one slot: its architecture's ``rate`` (None
+        when nothing is measured) times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a final run (and a
         search trial that only early stopping ends), the pair's expected length
         (``learn_from_records``), less the epochs it has ``trained`` already (such a
         run past the expected length counts one more epoch)."""
-        everything = [r for rates in self.seconds_per_epoch.values() for r in rates]
-        if not everything:
+        rate = self.rate(spec.architecture)
+        if rate is None:
             return None
-        rates = self.seconds_per_epoch.get(spec.architecture) or everything
         like_final = spec.phase == "final" or spec.pair in self.long_search
         expected = FINAL_EPOCHS
         if like_final:
@@ -83,7 +108,7 @@ class Progress:
         epochs = min(spec.max_epochs, expected)
         if trained:
             epochs = max(epochs - trained, 1.0 if like_final else 0.0)
-        return sum(rates) / len(rates) * epochs
+        return rate * epochs
 
     def estimate(
         self, left: list[RunSpec], trained: dict[str, float] | None = None
