@@ -245,10 +245,11 @@ def test_every_profile_file_loads():
         assert load_profile(name).name == name
 
 
-# The experiments behind the claims campaign rerun its final runs of Tf on question
-# formation with one thing changed; everything else must be the claims runs'.
+# The experiments behind the claims campaign rerun its final runs of Tf (or Tf+Nd) on
+# question formation with one thing changed; everything else must be the claims runs'.
 EXPERIMENTS = {  # profile -> whether it trains on the claims training set
     "qf-patience": True,
+    "qf-nd-patience": True,
     "qf-train-sample": False,
     "qf-train-20k-generated": True,  # the same generator and seed, 20k lines
     "qf-train-20k-published": True,  # (its data folder is filled by hand)
@@ -260,20 +261,21 @@ def test_experiment_profiles_pair_with_the_claims_finals(name):
     import json
 
     claims, p = load_profile("claims"), load_profile(name)
+    (arch,) = p.architectures
     selection = Path(__file__).resolve().parents[1] / (
-        "results/runs/claims/question-formation/Tf/selection.json"
+        f"results/runs/claims/question-formation/{arch}/selection.json"
     )
     if not selection.is_file():
-        pytest.skip("the claims selection for Tf on question formation is not committed")
+        pytest.skip(f"the claims selection for {arch} on question formation is not committed")
     chosen = json.loads(selection.read_text())
-    assert p.pairs == (("question-formation", "Tf"),) and p.search_trials == 0
+    assert p.pairs == (("question-formation", arch),) and p.search_trials == 0
     assert (p.final_learning_rate, p.final_batch_tokens) == (
         chosen["learning_rate"],
         chosen["batch_tokens"],
     )
     assert (
-        plan(p)["final_seeds"]["question-formation/Tf"]
-        == (plan(claims)["final_seeds"]["question-formation/Tf"][: p.final_runs])
+        plan(p)["final_seeds"][f"question-formation/{arch}"]
+        == (plan(claims)["final_seeds"][f"question-formation/{arch}"][: p.final_runs])
     )
     same_data = p.task_data_seed("question-formation") == claims.task_data_seed(
         "question-formation"
