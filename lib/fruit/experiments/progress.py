@@ -67,8 +67,8 @@ class Progress:
             return
         for r in states:
             if r.finished and r.epochs > 0 and r.train_seconds > 0:
-                rate = r.train_seconds / r.epochs
-                self.recorded_seconds_per_epoch[r.architecture].append(rate)
+                rates = self.recorded_seconds_per_epoch[r.architecture]
+                rates.append(r.train_seconds / r.epochs)
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
             if search_until_early_stopping(profile, arch):
@@ -82,22 +82,16 @@ class Progress:
             return statistics.median(self.seconds_per_epoch[architecture])
         if self.recorded_seconds_per_epoch.get(architecture):
             return min(self.recorded_seconds_per_epoch[architecture])
-        everything = [
-            r
-            for rates in (
-                *self.seconds_per_epoch.values(),
-                *self.recorded_seconds_per_epoch.values(),
-            )
-            for r in rates
-        ]
+        known = (*self.seconds_per_epoch.values(), *self.recorded_seconds_per_epoch.values())
+        everything = [rate for rates in known for rate in rates]
         return statistics.median(everything) if everything else None
 
     def run_seconds(self, spec: RunSpec, trained: float = 0.0) -> float | None:
         """Seconds ``spec`` still needs on one slot: its architecture's ``rate`` (None
-        when nothing is measured) times its maximum epochs, at most ``FINAL_EPOCHS`` or, for a final run (and a
-        search trial that only early stopping ends), the pair's expected length
-        (``learn_from_records``), less the epochs it has ``trained`` already (such a
-        run past the expected length counts one more epoch)."""
+        when nothing is measured) times its maximum epochs, at most ``FINAL_EPOCHS`` or,
+        for a final run (and a search trial that only early stopping ends), the pair's
+        expected length (``learn_from_records``), less the epochs it has ``trained``
+        already (such a run past the expected length counts one more epoch)."""
         rate = self.rate(spec.architecture)
         if rate is None:
             return None
