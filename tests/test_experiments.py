@@ -346,7 +346,13 @@ def test_progress_rate_is_todays(tmp_path):
     nd_trial = search_specs(p, qf, "Tf+Nd")[3]
     assert progress.rate("Tf+Nd") == 137.0
     assert progress.run_seconds(nd_trial) == 137.0 * 3
-    assert progress.rate("Tf") == 400.0  # nothing of Tf: the median of every rate known
+    assert progress.rate("Tf") == 400.0  # nothing of Tf, no task: every rate's median
+    # nothing of Tf measured: the dry-run's cost model for the pair
+    from fruit.experiments.cost import TOKENS_PER_SECOND, tokens_per_example
+
+    predicted = p.sizes["train"] * tokens_per_example(qf) / TOKENS_PER_SECOND["Tf"]
+    assert progress.rate("Tf", qf) == predicted
+    assert progress.run_seconds(search_specs(p, qf, "Tf")[0]) == 3 * predicted
     for seconds in (600.0, 900.0, 1500.0):  # this call's runs: 200, 300, 500 s per epoch
         progress.add_run(nd_trial, seconds, epochs=3.0)
     assert progress.rate("Tf+Nd") == 300.0
@@ -629,8 +635,10 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     # runs under way count what they have left: 10 epochs, and one past the mean
     trained = {left[0].name: 20.0, left[1].name: 45.0}
     assert progress.estimate(left, trained) == (10 + 1 + 2 * 30) * 100.0 / 2
-    # a damaged record leaves the estimate to the runs this call finishes
+    # a damaged record leaves the estimate to the cost model, until this call finishes runs
+    from fruit.experiments.cost import FINAL_EPOCHS, epoch_seconds
+
     (run_folder(tmp_path, "claims", qf, "LSTM", "final", 0) / "metrics.json").write_text("{")
     fresh = Progress(total=9, slots=2, stream=None, label="claims")
     fresh.learn_from_records(p, tmp_path, [(qf, "LSTM")])
-    assert fresh.estimate(left) is None
+    assert fresh.estimate(left) == 4 * FINAL_EPOCHS * epoch_seconds(p, qf, "LSTM") / 2

@@ -96,14 +96,15 @@ def test_search_then_finals_then_nothing_left(tmp_path: Path, cluster):
 
 def test_a_sweep_stopped_early_ends_with_what_is_left_not_with_nothing(tmp_path: Path, cluster):
     """The last progress line of a sweep that stopped early counts the runs left and
-    estimates their time from what it knows (here nothing yet: "?"), never "0:00:00"."""
+    estimates their time from what it knows (here nothing recorded: the cost model's
+    prediction, under a second for these tiny runs), never "0:00:00"."""
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
     profile = _profile(tmp_path, trials=3, runs=1)
     result, out = _sweep(tmp_path, cluster, profile, time_limit=1.0)  # over at once
     assert result.trained == 0 and result.left == 8 and "time limit reached" in out, out
     last = [line for line in out.splitlines() if line.startswith("[fake]")][-1]
-    assert "left 8 of 8" in last and last.endswith("remaining ~?"), out
+    assert "left 8 of 8" in last and last.endswith("remaining ~0:00:01"), out
 
     result, out = _sweep(tmp_path, cluster, profile)
     assert result.complete, out

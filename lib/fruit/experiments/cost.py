@@ -90,6 +90,12 @@ def tokens_per_example(task: str, sample: int = 2000) -> float:
     return sum(len(s) + len(t) + 1 for s, t in train) / len(train)
 
 
+def epoch_seconds(profile: Profile, task: str, arch: str) -> float:
+    """Core-seconds of one training epoch of (task, arch) at the profile's training size,
+    by the reference throughput (``TOKENS_PER_SECOND``)."""
+    return profile.sizes["train"] * tokens_per_example(task) / TOKENS_PER_SECOND[arch]
+
+
 def final_length(
     profile: Profile, task: str, arch: str, states: list[RunState]
 ) -> tuple[float, str]:
@@ -129,12 +135,11 @@ def pair_costs(
     states = run_states(profile, results_dir) if results_dir is not None else []
     costs = []
     for task, arch in pairs or profile.pairs:
-        per_token = 1 / TOKENS_PER_SECOND[arch]
-        epoch = profile.sizes["train"] * tokens_per_example(task) * per_token  # core-seconds
+        epoch = epoch_seconds(profile, task, arch)  # core-seconds
         evaluation = (
             sum(profile.sizes[s] for s in ("dev", "test", "gen"))
             * tokens_per_example(task)
-            * per_token
+            / TOKENS_PER_SECOND[arch]
             * EVALUATION_TOKEN_COST
         )
         final_epochs, source = final_length(profile, task, arch, states)

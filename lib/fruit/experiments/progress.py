@@ -5,7 +5,9 @@ epoch, the final runs' length per pair) and then from the runs this call finishe
 The same per-run estimate orders a sweep under a time limit (runs that fit first), so it
 should be today's rate: the runs this call finishes say that best; among recorded runs,
 the fastest of an architecture does, since a record made by older code or on a busier
-machine (two sweeps on two cores) is only slower, often several times.
+machine (two sweeps on two cores) is only slower, often several times. Before anything
+of an architecture is measured, the dry-run's cost model (``fruit.experiments.cost``)
+predicts it from the reference throughput.
 
 On a terminal the line is redrawn in place; in a log a new line is written when the
 counts change, and at least every ``LOG_LINE_SECONDS`` otherwise.
@@ -20,7 +22,12 @@ from pathlib import Path
 from typing import TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.cost import FINAL_EPOCHS, final_length, search_until_early_stopping
+from fruit.experiments.cost import (
+    FINAL_EPOCHS,
+    epoch_seconds,
+    final_length,
+    search_until_early_stopping,
+)
 from fruit.experiments.plan import RunSpec
 from fruit.experiments.run_state import run_states
 from fruit.profiles import Profile
@@ -42,6 +49,7 @@ class Progress:
         # architecture -> seconds per epoch of the runs this call finished / of the records
         self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
         self.recorded_seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
+        self.predicted_seconds_per_epoch: dict[tuple[str, str], float] = {}  # (task, arch) ->
         self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
         self.long_search: set[tuple[str, str]] = set()  # pairs whose trials early stopping ends
         self.start = time.monotonic()
@@ -60,7 +68,11 @@ class Progress:
         self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
     ) -> None:
         """Start from what the profile's recorded runs show: their training seconds per
-        epoch, and the final runs' length per pair (``fruit.experiments.cost``)."""
+        epoch, and the final runs' length per pair (``fruit.experiments.cost``); and
+        what the cost model predicts per epoch of each pair, for architectures not yet
+        measured."""
+        for task, arch in pairs:
+            self.predicted_seconds_per_epoch[task, arch] = epoch_seconds(profile, task, arch)
         try:
             states = run_states(profile, results_dir)
         except FruitError:  # a damaged record: the sweep itself reports it
@@ -74,14 +86,17 @@ class Progress:
             if search_until_early_stopping(profile, arch):
                 self.long_search.add((task, arch))
 
-    def rate(self, architecture: str) -> float | None:
-        """Seconds per epoch expected of a run of ``architecture``: the median of the runs
-        of it this call finished, else the fastest of its recorded runs, else the median
-        of every rate known (None when nothing is known)."""
+    def rate(self, architecture: str, task: str | None = None) -> float | None:
+        """Seconds per epoch expected of a run of ``architecture`` (on ``task``): the
+        median of the runs of it this call finished, else the fastest of its recorded
+        runs, else the cost model's prediction for the pair (``learn_from_records``),
+        else the median of every rate known (None when nothing is known)."""
         if self.seconds_per_epoch.get(architecture):
             return statistics.median(self.seconds_per_epoch[architecture])
         if self.recorded_seconds_per_epoch.get(architecture):
             return min(self.recorded_seconds_per_epoch[architecture])
+        if (task, architecture) in self.predicted_seconds_per_epoch:
+            return self.predicted_seconds_per_epoch[task, architecture]
         known = (*self.seconds_per_epoch.values(), *self.recorded_seconds_per_epoch.values())
         everything = [rate for rates in known for rate in rates]
         return statistics.median(everything) if everything else None
@@ -92,7 +107,7 @@ class Progress:
         for a final run (and a search trial that only early stopping ends), the pair's
         expected length (``learn_from_records``), less the epochs it has ``trained``
         already (such a run past the expected length counts one more epoch)."""
-        rate = self.rate(spec.architecture)
+        rate = self.rate(spec.architecture, spec.task)
         if rate is None:
             return None
         like_final = spec.phase == "final" or spec.pair in self.long_search
@@ -121,6 +136,8 @@ class Progress:
         if self.stream is None:
             return
         eta = self.estimate(left, trained)
+        if eta is not None and left:
+            eta = max(eta, 1.0)  # runs are left: never "0:00:00"
         remaining = "?" if eta is None else clock(eta)
         line = (
             f"[{self.label}] done {self.done} / running {self.running} / failed {self.failed} "

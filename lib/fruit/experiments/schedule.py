@@ -132,9 +132,10 @@ class Schedule:
         before it first, and of those that cannot, the one closest to its end (a run
         paused at the limit goes on only where its resume files are kept, so the fewer
         runs are left half-trained, the better). How long a run takes is the progress
-        estimate (the architecture's seconds per epoch, ``Progress.rate``, times a final
-        run's expected length, less the epochs it has trained); while nothing is
-        recorded, ``relative_cost`` alone ranks them."""
+        estimate (the architecture's seconds per epoch, ``Progress.rate``: measured, or
+        the cost model's before anything is, times a final run's expected length, less
+        the epochs it has trained); where even that is unknown, ``relative_cost`` alone
+        ranks them."""
         seconds = self.progress.run_seconds(spec, self._epochs(spec))
         if seconds is None:
             return (True, 0.0, relative_cost(spec))
