@@ -103,7 +103,7 @@ class Progress:
 
     def run_seconds(self, spec: RunSpec, trained: float = 0.0) -> float | None:
         """Seconds ``spec`` still needs on one slot: its architecture's ``rate`` (None
-        when nothing is measured) times its maximum epochs, at most ``FINAL_EPOCHS`` or,
+        when nothing is known) times its maximum epochs, at most ``FINAL_EPOCHS`` or,
         for a final run (and a search trial that only early stopping ends), the pair's
         expected length (``learn_from_records``), less the epochs it has ``trained``
         already (such a run past the expected length counts one more epoch)."""
