@@ -21,7 +21,7 @@ def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
         "-p", "architecture", "Tf+Nd",
         "-p", "profile", "smoke",
         "-p", "threads", "1",
-        "-p", "num_samples", "2",  # not in the parameters cell: any RunConfig field may come
+        "-p", "num_samples", "2",  # a [training] setting, as fruit run passes it
         # as JupyterLab runs it: in a folder notebooks/, whose parent is the repository
         # root where data/ is generated and results/ written
         "--cwd", str(tmp_path / "notebooks"),
@@ -53,3 +53,32 @@ def test_smoke_notebook_leaves_a_complete_run_folder(tmp_path, repo_root):
     executed = (tmp_path / "out.ipynb").read_text()
     assert "hierarchical target" in executed and "linear target" in executed
     assert "image/png" in executed  # the learning curve
+
+
+def test_every_run_setting_is_a_notebook_parameter_with_its_default(repo_root):
+    """fruit run passes the profile's [training] table to the notebook; a setting missing
+    from the parameters cell would still reach RunConfig, but papermill would print
+    "Passed unknown parameter" for it, and a reader of the notebook would not see it."""
+    import ast
+    import dataclasses
+
+    from fruit.training import RunConfig
+
+    notebook = json.loads((repo_root / "notebooks" / "train.ipynb").read_text())
+    (cell,) = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
+    values = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in ast.parse("".join(cell["source"])).body
+        if isinstance(node, ast.Assign)
+    }
+    # the notebook run by hand makes its data; fruit run prepares it beforehand
+    by_hand = {"generate_data": True}
+    for f in dataclasses.fields(RunConfig):
+        assert f.name in values, f"{f.name} is not in train.ipynb's parameters cell"
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            continue  # task, architecture: the notebook shows an example
+        assert values[f.name] == by_hand.get(f.name, default), f.name
