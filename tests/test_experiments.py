@@ -250,6 +250,7 @@ def test_every_profile_file_loads():
 EXPERIMENTS = {  # profile -> whether it trains on the claims training set
     "qf-patience": True,
     "qf-nd-patience": True,
+    "qf-nd-sigmoid": True,
     "qf-train-sample": False,
     "qf-train-20k-generated": True,  # the same generator and seed, 20k lines
     "qf-train-20k-published": True,  # (its data folder is filled by hand)
@@ -287,6 +288,12 @@ def test_experiment_profiles_pair_with_the_claims_finals(name):
     }
     assert p.training["checkpoint_every"] == claims.training["checkpoint_every"]
     assert p.final_max_epochs == claims.final_max_epochs
+
+
+def test_the_sigmoid_experiment_changes_only_the_pushed_vectors():
+    claims, p = load_profile("claims"), load_profile("qf-nd-sigmoid")
+    assert p.training == {**claims.training, "model_options": {"pushed_activation": "sigmoid"}}
+    assert claims.training.get("model_options", {}).get("pushed_activation", "none") == "none"
 
 
 def test_the_converged_search_trains_the_claims_trials_longer(tmp_path: Path):
