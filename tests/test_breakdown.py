@@ -9,7 +9,15 @@ import random
 import pytest
 import torch
 
-from fruit.breakdown import by_subject, format_rows, group_means, subject_groups
+from fruit.breakdown import (
+    OUTPUT_KINDS,
+    by_subject,
+    format_rows,
+    group_means,
+    output_kind,
+    outputs_by_subject,
+    subject_groups,
+)
 from fruit.errors import FruitError
 from fruit.evaluation import evaluate
 from fruit.models import build_model
@@ -89,3 +97,61 @@ def test_each_row_is_fruit_evaluation_on_that_group_alone(datasets_dir):
         for kind, column in (("full", "FA"), ("partial", "PA")):
             for rule in ("hierarchical", "linear"):
                 assert math.isclose(row[f"{column} {rule}"], alone[kind][rule], rel_tol=1e-9)
+
+
+def test_output_kinds_of_outputs_built_from_the_rules():
+    """Oracle: outputs made from the source's words at the positions of its auxiliaries,
+    found by hand (not from the task's rules)."""
+    cases = [  # source, index of the main clause's auxiliary, of the first auxiliary
+        ("my raven that doesn't sleep does change . quest", 5, 3),
+        ("her orangutan who doesn't admire our quail does comfort the orangutan . quest", 7, 3),
+        ("our raven who my tyrannosaurus doesn't confuse does amuse some unicorns . quest", 7, 5),
+    ]
+    for text, main, first in cases:
+        source = text.split()
+        words = source[:-2]  # without "." and the marker
+        assert words[main] in AUXILIARIES and words[first] in AUXILIARIES
+
+        def move(fronted, deleted, words=words):
+            rest = [w for k, w in enumerate(words) if k != deleted]
+            return [words[fronted], *rest, "?"]
+
+        hierarchical, linear = move(main, main), move(first, first)
+        assert QF.target(source) == hierarchical and QF.linear(source[:-1]) == linear
+        assert output_kind(QF, source, hierarchical) == "hierarchical"
+        assert output_kind(QF, source, linear) == "linear"
+        assert output_kind(QF, source, move(main, None)) == "fronts main, deletes none"
+        assert output_kind(QF, source, move(first, None)) == "fronts first, deletes none"
+        assert output_kind(QF, source, move(first, main)) == "fronts first, deletes main"
+        assert output_kind(QF, source, move(main, first)) == "fronts main, deletes first"
+        for target in (hierarchical, linear):
+            assert output_kind(QF, source, [*target[:4], "?"]) == "stopped early"
+            assert output_kind(QF, source, target[:-1]) == "other"  # no "?"
+        assert output_kind(QF, source, [*hierarchical[1:], hierarchical[0]]) == "other"
+        assert output_kind(QF, source, [words[0], *words, "?"]) == "other"  # not an auxiliary
+        assert output_kind(QF, source, []) == "other"
+
+
+def test_tasks_whose_rules_move_nothing_have_no_fronting_kinds():
+    task = get_task("tense-reinflection")
+    source = "the yaks that some unicorn entertained applauded her salamanders . PRESENT".split()
+    hierarchical, linear = task.target(source), task.linear(source[:-1])
+    assert output_kind(task, source, hierarchical) == "hierarchical"
+    assert output_kind(task, source, linear) == "linear"
+    assert output_kind(task, source, [*hierarchical[:3], "."]) == "stopped early"
+    assert output_kind(task, source, source[:-1]) == "other"
+
+
+def test_outputs_by_subject_counts_every_source_once(datasets_dir):
+    gen = read_tsv(datasets_dir / "question-formation" / "gen.tsv")[:30]
+    sources = [s for s, _ in gen]
+    vocab = Vocabulary.from_examples(gen + linear_examples(QF, gen))
+    torch.manual_seed(0)
+    model = build_model("Tf", vocab_size=vocab.size, d=16).eval()
+    rows = outputs_by_subject(model, QF, vocab, sources, max_tokens=20)
+    groups = subject_groups(QF, sources)
+    assert [r["subject"] for r in rows] == list(dict.fromkeys(groups))
+    for row in rows:
+        assert row["n"] == groups.count(row["subject"])
+        assert sum(row[k] for k in OUTPUT_KINDS) == pytest.approx(1.0)
+    assert format_rows(rows).splitlines()[0] == "| subject | n | " + " | ".join(OUTPUT_KINDS) + " |"

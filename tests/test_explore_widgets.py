@@ -200,10 +200,13 @@ def test_notebook_in_a_kernel_redraws_when_the_sentence_box_changes(tmp_path):
     assert best_table(runs[0], SHORT) in best_cell.outputs[-1]["data"]["text/plain"]
     # and the gen-set means by the subject's relative clause, a row per kind found
     split = next(c for c in nb.cells if "generalization_by_subject(" in c.get("source", ""))
-    table = split.outputs[-1]["data"]["text/markdown"]
+    table, kinds = (out["data"]["text/markdown"] for out in split.outputs[-2:])
     assert table.startswith("| subject | n | FA hierarchical | FA linear | PA hierarchical")
     gen = read_tsv(home / "data" / "Tf-Sup" / "question-formation" / "gen.tsv")
     assert sum(int(row.split("|")[2]) for row in table.splitlines()[2:]) == len(gen)
+    # then what its greedy outputs are, on the same sentences
+    assert kinds.startswith("| subject | n | hierarchical | linear | fronts main, deletes none")
+    assert sum(int(row.split("|")[2]) for row in kinds.splitlines()[2:]) == len(gen)
 
 
 def test_a_relative_data_dir_counts_from_the_repository_root(runs, monkeypatch):

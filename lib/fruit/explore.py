@@ -7,6 +7,8 @@ Used by ``notebooks/explore.ipynb``::
     first_words(run, source)          # p(y_1 | x), the k most probable
     best_outputs(run, source)         # beam search: the k most probable outputs, with p(y | x)
     decoded(run, source)              # greedy and sampled outputs next to both targets
+    generalization_by_subject(run)    # FA and first-word PA per kind of subject (fruit.breakdown)
+    greedy_outputs_by_subject(run)    # what the greedy outputs are, per kind of subject
     actions = stack_actions(run, source + greedy_output)
     stack_action_figure(actions)      # heat map: push / replace / pop (Nd), push / pop / no-op (Sup)
 
@@ -119,6 +121,22 @@ def generalization_by_subject(run: LoadedRun, data_dir: str | Path | None = None
     linear = folder / "gen.linear.tsv"
     gen_linear = read_tsv(linear) if linear.is_file() else linear_examples(run.task, gen)
     return by_subject(run.model, run.task, run.vocab, gen=gen, gen_linear=gen_linear)
+
+
+def greedy_outputs_by_subject(
+    run: LoadedRun, data_dir: str | Path | None = None, limit: int | None = None
+) -> list[dict]:
+    """What the run's greedy outputs on its generalization set are (hierarchical, linear,
+    which auxiliary fronted and which deleted, stopped early, other: ``fruit.breakdown``), as
+    shares per kind of relative clause on the subject. ``limit``: the first that many
+    sources only (decoding all 10k takes minutes on a CPU)."""
+    from fruit.breakdown import outputs_by_subject
+    from fruit.tasks import read_tsv
+
+    folder = Path(data_dir or run.config["data_dir"]) / run.config["task"]
+    gen = read_tsv(folder / "gen.tsv")[:limit]
+    with torch.no_grad():
+        return outputs_by_subject(run.model, run.task, run.vocab, [s for s, _ in gen])
 
 
 def _prompt_state(run: LoadedRun, source: list[str]):
