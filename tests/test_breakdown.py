@@ -124,9 +124,9 @@ def test_output_kinds_of_outputs_built_from_the_rules():
         assert output_kind(QF, source, move(first, None)) == "fronts first, deletes none"
         assert output_kind(QF, source, move(first, main)) == "fronts first, deletes main"
         assert output_kind(QF, source, move(main, first)) == "fronts main, deletes first"
-        for target in (hierarchical, linear):
-            assert output_kind(QF, source, [*target[:4], "?"]) == "stopped early"
-            assert output_kind(QF, source, target[:-1]) == "other"  # no "?"
+        for whole in (hierarchical, linear, move(first, None), move(main, first)):
+            assert output_kind(QF, source, [*whole[:4], "?"]) == "stopped early"
+            assert output_kind(QF, source, whole[:-1]) == "other"  # no "?"
         assert output_kind(QF, source, [*hierarchical[1:], hierarchical[0]]) == "other"
         assert output_kind(QF, source, [words[0], *words, "?"]) == "other"  # not an auxiliary
         assert output_kind(QF, source, []) == "other"

@@ -103,8 +103,8 @@ def output_kind(task, source: Sequence[str], output: Sequence[str]) -> str:
       after it without the word that rule Y moves (or without none), ending as the
       targets end; e.g. "does my raven that doesn't sleep does change ?" fronts main and
       deletes none. (Fronts main, deletes main is hierarchical; first, first is linear.)
-    - "stopped early": the start of either target, then the targets' final token
-      ("does my raven that doesn't sleep ?");
+    - "stopped early": the start of an output of one of those kinds, then the targets'
+      final token ("doesn't my raven that doesn't sleep ?");
     - "other": anything else.
     """
     sentence, output = list(source[:-1]), list(output)
@@ -114,16 +114,18 @@ def output_kind(task, source: Sequence[str], output: Sequence[str]) -> str:
     if output == linear:
         return "linear"
     end, words = hierarchical[-1], sentence[:-1]  # words: without the final punctuation
+    complete = [hierarchical, linear]  # what a whole output of each kind is
     moved = {"main": _moved(words, hierarchical), "first": _moved(words, linear)}
-    if None not in moved.values() and len(output) >= 2 and output[-1] == end:
+    if None not in moved.values():
         for fronted, i in moved.items():
             for deleted, j in (*moved.items(), ("none", None)):
                 rest = words if j is None else words[:j] + words[j + 1 :]
-                if output[:-1] == [words[i], *rest]:
+                if output == [words[i], *rest, end]:
                     return f"fronts {fronted}, deletes {deleted}"
-    for target in (hierarchical, linear):
-        n = len(output)
-        if 2 <= n < len(target) and output[:-1] == target[: n - 1] and output[-1] == end:
+                complete.append([words[i], *rest, end])
+    n = len(output)
+    for whole in complete:
+        if 2 <= n < len(whole) and output[:-1] == whole[: n - 1] and output[-1] == end:
             return "stopped early"
     return "other"
 
