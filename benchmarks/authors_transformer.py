@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import statistics
 import sys
 import time
@@ -44,6 +45,12 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 TARGET = 1.25  # ours >= 1.25x the authors' tokens/s
+STACK_SETTINGS = (  # construct_model's stack arguments, on rau's differentiable-stacks branch
+    "stack_transformer_layers",
+    "stack_rnn_controller",
+    "stack_rnn_stack",
+    "stack_rnn_connect_reading_to_output",
+)
 
 
 def models_benchmark():
@@ -114,6 +121,12 @@ class Authors:
         )
         interface = LanguageModelingModelInterface(use_init=True)
         interface.device = torch.device("cpu")
+        # rau's differentiable-stacks branch (the paper's commits 1b80c20 and 4ff0c04) also
+        # asks for the stack settings, which a plain transformer leaves unset
+        accepted = inspect.signature(interface.construct_model).parameters
+        for name in STACK_SETTINGS:
+            if name in accepted:
+                kwargs[name] = None
         model = interface.construct_model(**kwargs)
         interface.initialize(types.SimpleNamespace(init_scale=0.1), model, generator)
         self.saver = types.SimpleNamespace(model=model.train(), kwargs=kwargs)
@@ -121,7 +134,7 @@ class Authors:
         interface._preallocate_positional_encodings(self.saver, max_length + 2)
         self.interface = interface
         self.model = model
-        self.loop = LanguageModelingTrainingLoop(
+        loop = dict(
             max_epochs=1,
             random_shuffling_seed=0,
             max_tokens_per_batch=2048,
@@ -139,6 +152,10 @@ class Authors:
             examples_per_checkpoint=1,
             every_n_examples=[],
         )
+        # rau's main branch has no_early_stopping, the paper's commits do not (only one
+        # step at a time is run here: early stopping never applies)
+        accepted = inspect.signature(LanguageModelingTrainingLoop).parameters
+        self.loop = LanguageModelingTrainingLoop(**{k: v for k, v in loop.items() if k in accepted})
         self.optimizer = self.loop.get_optimizer(model)
 
     def convert(self, batch: list[list[int]]) -> list[torch.Tensor]:

@@ -60,3 +60,15 @@ def test_rau_weights_in_our_tf_give_raus_logits(benchmark_script):
     # The identity mapping is wrong here, and the check sees it.
     identity = list(range(vocab.size + 2))
     assert script.check_same_function(ours, theirs, authors.interface, identity, strings) > 1e-3
+
+
+@pytest.mark.parametrize("arch", ["Tf+Nd", "Tf+Sup"])
+def test_our_stack_attention_is_raus_function_without_the_sigmoid(benchmark_script, arch, capsys):
+    """[D1]: with pushed_activation="none" our weights in rau's model give rau's logits;
+    with the paper's sigmoid they do not (benchmarks/authors_nd.py exits 1 otherwise)."""
+    pytest.importorskip("rau", reason="rau is not installed (it is never a project dependency)")
+    script = benchmark_script("authors_nd")
+    assert script.main(["--arch", arch, "--vocab-size", "7", "--d", "12"]) == 0
+    out = capsys.readouterr().out
+    assert 'pushed_activation="none"' in out and "same function" in out
+    assert "differs, as expected" in out
