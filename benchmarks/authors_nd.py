@@ -51,6 +51,7 @@ it prints one line and exits 0.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import types
 
@@ -58,6 +59,19 @@ import torch
 
 STACK_ARCHITECTURES = ("Tf+Nd", "Tf+Nd+Nd", "Tf+Sup", "Tf+Sup+Sup")
 LENGTHS = (0, 1, 3, 8, 17, 30)  # of the random test strings
+
+
+@functools.cache
+def authors_transformer():
+    """benchmarks/authors_transformer.py as a module (its standard-layer pairing)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "authors_transformer.py"
+    spec = importlib.util.spec_from_file_location("authors_transformer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def rau_missing() -> str | None:
@@ -198,21 +212,7 @@ def weight_pairs(ours, theirs) -> list[tuple[str, torch.Tensor, str, torch.Tenso
         )
     for mine, (kind, _, their) in zip(ours.layers, layers):
         if kind == "standard":
-            attention = their.self_attn
-            pairs += [
-                (mine.norm1.weight, their.norm1.weight),
-                (mine.norm1.bias, their.norm1.bias),
-                (mine.attention.in_proj.weight, attention.in_proj_weight),
-                (mine.attention.in_proj.bias, attention.in_proj_bias),
-                (mine.attention.out_proj.weight, attention.out_proj.weight),
-                (mine.attention.out_proj.bias, attention.out_proj.bias),
-                (mine.norm2.weight, their.norm2.weight),
-                (mine.norm2.bias, their.norm2.bias),
-                (mine.ff.hidden.weight, their.linear1.weight),
-                (mine.ff.hidden.bias, their.linear1.bias),
-                (mine.ff.out.weight, their.linear2.weight),
-                (mine.ff.out.bias, their.linear2.bias),
-            ]
+            pairs += authors_transformer().standard_layer_pairs(mine, their)
             continue
         norm1, stack, norm2, hidden, out = their
         pairs += [

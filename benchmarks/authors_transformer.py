@@ -183,26 +183,32 @@ def weight_pairs(ours, theirs) -> list[tuple[torch.Tensor, torch.Tensor]]:
     (encoder,) = [m for m in theirs.modules() if isinstance(m, torch.nn.TransformerEncoder)]
     pairs = [(ours.embedding.weight, embedding.embedding_layer.embeddings)]
     for mine, their in zip(ours.layers, encoder.layers):
-        attention = their.self_attn
-        pairs += [
-            (mine.norm1.weight, their.norm1.weight),
-            (mine.norm1.bias, their.norm1.bias),
-            (mine.attention.in_proj.weight, attention.in_proj_weight),
-            (mine.attention.in_proj.bias, attention.in_proj_bias),
-            (mine.attention.out_proj.weight, attention.out_proj.weight),
-            (mine.attention.out_proj.bias, attention.out_proj.bias),
-            (mine.norm2.weight, their.norm2.weight),
-            (mine.norm2.bias, their.norm2.bias),
-            (mine.ff.hidden.weight, their.linear1.weight),
-            (mine.ff.hidden.bias, their.linear1.bias),
-            (mine.ff.out.weight, their.linear2.weight),
-            (mine.ff.out.bias, their.linear2.bias),
-        ]
+        pairs += standard_layer_pairs(mine, their)
     pairs += [
         (ours.final_norm.weight, encoder.norm.weight),
         (ours.final_norm.bias, encoder.norm.bias),
     ]
     return pairs
+
+
+def standard_layer_pairs(mine, their) -> list:
+    """(ours, rau's) parameters of one standard transformer layer: rau's is a
+    ``torch.nn.TransformerEncoderLayer`` (also used by benchmarks/authors_nd.py)."""
+    attention = their.self_attn
+    return [
+        (mine.norm1.weight, their.norm1.weight),
+        (mine.norm1.bias, their.norm1.bias),
+        (mine.attention.in_proj.weight, attention.in_proj_weight),
+        (mine.attention.in_proj.bias, attention.in_proj_bias),
+        (mine.attention.out_proj.weight, attention.out_proj.weight),
+        (mine.attention.out_proj.bias, attention.out_proj.bias),
+        (mine.norm2.weight, their.norm2.weight),
+        (mine.norm2.bias, their.norm2.bias),
+        (mine.ff.hidden.weight, their.linear1.weight),
+        (mine.ff.hidden.bias, their.linear1.bias),
+        (mine.ff.out.weight, their.linear2.weight),
+        (mine.ff.out.bias, their.linear2.bias),
+    ]
 
 
 @torch.no_grad()
