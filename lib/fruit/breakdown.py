@@ -13,8 +13,8 @@ their counts, give the run's own numbers.
 Expected accuracies near 0 under both rules say only that the outputs follow neither.
 ``outputs_by_subject`` says what they are instead: it decodes each generalization source
 greedily and sorts the output into one of ``OUTPUT_KINDS`` (``output_kind``): either
-rule's target, or which word it fronts and which it deletes (McCoy et al.'s analysis of
-question formation: "fronts main, deletes none" and so on), stopped early, or other.
+rule's target, or which word it fronts and which it deletes ("fronts main, deletes none"
+and so on), stopped early, or other.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def output_kind(task, source: Sequence[str], output: Sequence[str]) -> str:
     - "hierarchical" / "linear": the target of that rule, word for word;
     - "fronts X, deletes Y": for tasks whose two rules each move one word to the front
       (question formation), the word that rule X moves put first, the sentence copied
-      after it without the word that rule Y moves (or without none), ending as the
-      targets end; e.g. "does my raven that doesn't sleep does change ?" fronts main and
+      after it without the word that rule Y moves (Y = none: with every word), ending
+      as the targets end; e.g. "does my raven that doesn't sleep does change ?" fronts main and
       deletes none. (Fronts main, deletes main is hierarchical; first, first is linear.)
     - "stopped early": the start of an output of one of those kinds, then the targets'
       final token ("doesn't my raven that doesn't sleep ?");
