@@ -367,6 +367,36 @@ def test_progress_rate_is_todays(tmp_path):
     assert Progress(total=1, slots=1, stream=None, label="x").rate("Tf") is None
 
 
+def test_progress_rate_is_the_pairs_before_the_architectures(tmp_path):
+    """An epoch's length differs between tasks (tense reinflection's strings are shorter
+    than German questions'), so a run expects its own pair's rate where one is known,
+    recorded or measured by this call, and only then the architecture's fastest."""
+    import json
+
+    from fruit.experiments.progress import Progress
+    from fruit.profiles import run_folder
+
+    p = load_profile("claims")
+    de, tense = "question-formation-in-german", "tense-reinflection-with-do"
+    records = ((tense, 0, 330.0), (de, 0, 450.0), (de, 1, 900.0))  # 110, 150, 300 s/epoch
+    for task, index, seconds in records:
+        folder = run_folder(tmp_path, "claims", task, "Tf+Nd", "search", index)
+        folder.mkdir(parents=True)
+        metrics = {"epochs": 3.0, "train_seconds": seconds, "status": "complete"}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+    qf = "question-formation"
+    progress = Progress(total=12, slots=1, stream=None, label="claims")
+    progress.learn_from_records(p, tmp_path, [(de, "Tf+Nd"), (tense, "Tf+Nd"), (qf, "Tf+Nd")])
+    assert progress.rate("Tf+Nd", de) == 150.0  # the pair's fastest, not tense's 110
+    assert progress.rate("Tf+Nd", tense) == 110.0
+    assert progress.rate("Tf+Nd", qf) == 110.0  # nothing of the pair: the architecture's
+    assert progress.run_seconds(final_specs(p, de, "Tf+Nd", 1e-4, 591)[0]) == 150.0 * 10
+    progress.add_run(search_specs(p, de, "Tf+Nd")[3], 600.0, epochs=3.0)  # this call: 200
+    assert progress.rate("Tf+Nd", de) == 200.0
+    assert progress.rate("Tf+Nd", tense) == 110.0  # this call measured no tense run
+    assert progress.rate("Tf+Nd", qf) == 200.0  # the architecture: this call's runs first
+
+
 def test_fruit_train_and_fruit_run_mean_the_same_sizes(tmp_path: Path):
     """The sizes, data folder and data seed a sweep passes to the train notebook are the
     ones `fruit train --profile` resolves by itself: one source (fruit.profiles) for both."""

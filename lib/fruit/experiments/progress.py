@@ -3,11 +3,14 @@ the time still needed, estimated from the profile's recorded runs (their seconds
 epoch, the final runs' length per pair) and then from the runs this call finishes.
 
 The same per-run estimate orders a sweep under a time limit (runs that fit first), so it
-should be today's rate: the runs this call finishes say that best; among recorded runs,
-the fastest of an architecture does, since a record made by older code or on a busier
-machine (two sweeps on two cores) is only slower, often several times. Before anything
-of an architecture is measured, the dry-run's cost model (``fruit.experiments.cost``)
-predicts it from the reference throughput.
+should be today's rate for the run's own task: an epoch's length differs between tasks
+(the claims campaign's Tf+Nd: 1.8 minutes per epoch on tense reinflection, 2.4-2.6 on
+German question formation), so the pair's runs speak first, then the architecture's.
+Within each, the runs this call finishes say it best; among recorded runs the fastest
+does, since a record made by older code or on a busier machine (two sweeps on two cores)
+is only slower, often several times. Before anything of an architecture is measured, the
+dry-run's cost model (``fruit.experiments.cost``) predicts it from the reference
+throughput.
 
 On a terminal the line is redrawn in place; in a log a new line is written when the
 counts change, and at least every ``LOG_LINE_SECONDS`` otherwise.
@@ -49,6 +52,9 @@ class Progress:
         # architecture -> seconds per epoch of the runs this call finished / of the records
         self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
         self.recorded_seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
+        # (task, architecture) -> the same, of that pair's runs
+        self.pair_seconds_per_epoch: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.recorded_pair_seconds_per_epoch: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.predicted_seconds_per_epoch: dict[tuple[str, str], float] = {}  # (task, arch) ->
         self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
         self.long_search: set[tuple[str, str]] = set()  # pairs whose trials early stopping ends
@@ -63,6 +69,7 @@ class Progress:
         every attempt, as its ``epochs`` do."""
         epochs = epochs if epochs and epochs > 0 else spec.max_epochs
         self.seconds_per_epoch[spec.architecture].append(seconds / epochs)
+        self.pair_seconds_per_epoch[spec.pair].append(seconds / epochs)
 
     def learn_from_records(
         self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
@@ -79,8 +86,9 @@ class Progress:
             return
         for r in states:
             if r.finished and r.epochs > 0 and r.train_seconds > 0:
-                rates = self.recorded_seconds_per_epoch[r.architecture]
-                rates.append(r.train_seconds / r.epochs)
+                rate = r.train_seconds / r.epochs
+                self.recorded_seconds_per_epoch[r.architecture].append(rate)
+                self.recorded_pair_seconds_per_epoch[r.task, r.architecture].append(rate)
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
             if search_until_early_stopping(profile, arch):
@@ -88,9 +96,14 @@ class Progress:
 
     def rate(self, architecture: str, task: str | None = None) -> float | None:
         """Seconds per epoch expected of a run of ``architecture`` (on ``task``): the
-        median of the runs of it this call finished, else the fastest of its recorded
-        runs, else the cost model's prediction for the pair (``learn_from_records``),
-        else the median of every rate known (None when nothing is known)."""
+        median of the pair's runs this call finished, else the fastest of the pair's
+        recorded runs; else the same of the architecture's runs on any task; else the
+        cost model's prediction for the pair (``learn_from_records``), else the median
+        of every rate known (None when nothing is known)."""
+        if self.pair_seconds_per_epoch.get((task, architecture)):
+            return statistics.median(self.pair_seconds_per_epoch[task, architecture])
+        if self.recorded_pair_seconds_per_epoch.get((task, architecture)):
+            return min(self.recorded_pair_seconds_per_epoch[task, architecture])
         if self.seconds_per_epoch.get(architecture):
             return statistics.median(self.seconds_per_epoch[architecture])
         if self.recorded_seconds_per_epoch.get(architecture):
