@@ -291,3 +291,32 @@ def test_report_says_when_there_are_no_final_runs_yet(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[0] == (
         "no final runs of profile smoke yet: the tables are empty"
     )
+
+
+def test_ours_vs_paper_labels_the_cells_far_from_the_paper():
+    """A point more than LABELLED_DIFFERENCE from the paper's mean carries its
+    architecture's name; the others do not."""
+    from fruit.reporting.figures import LABELLED_DIFFERENCE, ours_vs_paper_figure
+
+    def cell(arch, column, ours, paper):
+        return {
+            "task": "question-formation",
+            "architecture": arch,
+            "accuracy": "full",
+            "column": column,
+            "ours_mean": ours,
+            "ours_std": 0.01,
+            "paper_mean": paper,
+            "paper_std": 0.02,
+        }
+
+    far = 0.5 + LABELLED_DIFFERENCE + 0.01
+    near = 0.5 + LABELLED_DIFFERENCE - 0.01
+    records = [
+        cell("Tf+Nd", "hierarchical", 0.5, far),
+        cell("Tf", "hierarchical", 0.5, near),
+        cell("LSTM", "linear", far, 0.5),
+    ]
+    fig = ours_vs_paper_figure(records, "title")
+    labels = sorted(t.get_text() for t in fig.axes[0].texts)
+    assert labels == ["LSTM", "Tf+Nd"]

@@ -34,6 +34,7 @@ STYLE = {
     "linear": {"fill": (1.0, 0.6, 0.6), "edge": (0.6, 0.0, 0.0), "label": "Linear"},
 }
 YLABELS = {"full": "Full Accuracy", "partial": "Partial Accuracy"}
+LABELLED_DIFFERENCE = 0.1  # ours-vs-paper: points this far from the paper's mean get a label
 
 
 def figure_pixels(n_tasks: int) -> tuple[int, int]:
@@ -143,7 +144,9 @@ CELL_MARKERS = {
 def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
     """Our cell means against the paper's, both with ±1 std error bars, and the identity
     line: one point per (task, architecture, accuracy column), one colour per task and one
-    marker per column (``CELL_MARKERS``), each with its legend.
+    marker per column (``CELL_MARKERS``), each with its legend; a point more than
+    ``LABELLED_DIFFERENCE`` from the paper's mean is labelled with its architecture, so
+    that the cells that disagree most can be found without the comparison tables.
 
     ``records`` are ``fruit.reporting.tables.comparison`` records; the log-ratio columns
     (another scale) are left out, and so are cells missing on either side."""
@@ -181,6 +184,16 @@ def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
                     capsize=2,
                     color=colours[task],
                 )
+                for r in mine:
+                    if abs(r["ours_mean"] - r["paper_mean"]) > LABELLED_DIFFERENCE:
+                        ax.annotate(
+                            r["architecture"],
+                            (r["paper_mean"], r["ours_mean"]),
+                            xytext=(4, 3),
+                            textcoords="offset points",
+                            fontsize=7,
+                            color=colours[task],
+                        )
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
         ax.set_aspect("equal")
