@@ -20,6 +20,7 @@ from fruit.reporting.claims import (
     load_claims,
     parse_check,
     sign_flip_p,
+    student_t_sf,
     two_sample_p,
 )
 from fruit.reporting.runs import load_runs
@@ -165,3 +166,78 @@ def test_report_writes_the_claims_table(tmp_path):
         "| Tf+Sup |" in table and "| LSTM |" in table and "RNN+Nd" not in table
     )  # planned rows only
     assert (tmp_path / "fig" / "claims" / "ours-vs-paper.png").is_file()
+
+
+def _t_tail_by_simpson(t, df, upper=400.0, steps=400_000):
+    """P(T >= t) by integrating Student's t density from t to ``upper`` (Simpson's rule)."""
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+    h = (upper - t) / steps
+    f = [c * (1 + (t + i * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(steps + 1)]
+    return h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
+
+
+@pytest.mark.parametrize(
+    "t, df, tail",  # one-sided critical values from a printed t table
+    [(2.132, 4, 0.05), (2.776, 4, 0.025), (3.747, 4, 0.01), (1.860, 8, 0.05), (1.812, 10, 0.05)],
+)
+def test_student_t_tail_against_a_printed_table(t, df, tail):
+    assert student_t_sf(t, df) == pytest.approx(tail, abs=2e-4)
+    assert student_t_sf(-t, df) == pytest.approx(1 - tail, abs=2e-4)
+
+
+@pytest.mark.parametrize("t, df", [(0.7, 5.5), (2.3, 3.2), (1.1, 12.7)])
+def test_student_t_tail_against_the_integrated_density(t, df):
+    assert student_t_sf(t, df) == pytest.approx(_t_tail_by_simpson(t, df), abs=1e-6)
+
+
+def _paper_p_with_cells(monkeypatch, text, cells):
+    """paper_p of ``text`` with the paper's (mean, population std) replaced by ``cells``,
+    keyed by (task, architecture, accuracy, column)."""
+    from fruit.reporting import claims
+
+    def fake(side):
+        if side.number is not None:
+            return side.number, 0.0
+        return cells[side.task, side.architecture, side.accuracy, side.column]
+
+    monkeypatch.setattr(claims, "_paper_cell", fake)
+    return claims.paper_p(parse_check(text))
+
+
+def test_paper_p_is_the_t_test_at_the_least_favourable_rounding(monkeypatch):
+    # population std 0.195 printed as .19 at its upper end, as a sample std of 5 runs:
+    # 0.2 * sqrt(5/4), so the standard error of a mean is 0.1 and t = difference / 0.1
+    sd = 0.195
+    against_number = _paper_p_with_cells(
+        monkeypatch,
+        f"{QF}/Tf full.test > 0.5",
+        {(QF, "Tf", "full", "test"): (0.5 + 0.2132 + 0.0005, sd)},
+    )
+    assert against_number == pytest.approx(0.05, abs=2e-4)  # t = 2.132, df 4
+    # two columns of the same runs: the differences' std at most 0.2236 + 0.2236
+    paired = _paper_p_with_cells(
+        monkeypatch,
+        f"{QF}/Tf partial.hierarchical > partial.linear",
+        {
+            (QF, "Tf", "partial", "hierarchical"): (0.6 + 0.4264 + 0.001, sd),
+            (QF, "Tf", "partial", "linear"): (0.6, sd),
+        },
+    )
+    assert paired == pytest.approx(0.05, abs=2e-4)  # t = 0.4264 / 0.2 = 2.132, df 4
+    # two cells with equal spread: Welch's test is the pooled one, df 8, se 0.1 * sqrt(2)
+    welch = _paper_p_with_cells(
+        monkeypatch,
+        f"{QF}/Tf+Nd full.hierarchical > {QF}/Tf full.hierarchical",
+        {
+            (QF, "Tf+Nd", "full", "hierarchical"): (0.3 + 1.860 * 0.1 * math.sqrt(2) + 0.001, sd),
+            (QF, "Tf", "full", "hierarchical"): (0.3, sd),
+        },
+    )
+    assert welch == pytest.approx(0.05, abs=2e-4)
+    # the opposite claim on the same numbers: the other tail, less the rounding slack
+    opposite = _paper_p_with_cells(
+        monkeypatch,
+        f"{QF}/Tf full.test < 0.5",
+        {(QF, "Tf", "full", "test"): (0.5 + 0.2132 + 0.0005, sd)},
+    )
+    assert opposite > 0.95
