@@ -241,3 +241,24 @@ def test_paper_p_is_the_t_test_at_the_least_favourable_rounding(monkeypatch):
         {(QF, "Tf", "full", "test"): (0.5 + 0.2132 + 0.0005, sd)},
     )
     assert opposite > 0.95
+
+
+def test_paper_p_bounds_welch_over_every_number_that_prints_the_same(monkeypatch):
+    # Welch's degrees of freedom depend on the stds, so the largest p need not sit at the
+    # interval's end: no pair of stds (and means) that print as the paper's may give more
+    import random
+
+    from fruit.reporting.claims import _welch_p
+
+    cells = {(QF, "Tf+Nd", "full", "hierarchical"): (0.30, 0.02)}
+    cells[QF, "Tf", "full", "hierarchical"] = (0.22, 0.11)
+    bound = _paper_p_with_cells(
+        monkeypatch, f"{QF}/Tf+Nd full.hierarchical > {QF}/Tf full.hierarchical", cells
+    )
+    rng = random.Random(0)
+    for _ in range(300):
+        mean_l = 0.30 + rng.uniform(-0.0005, 0.0005)
+        mean_r = 0.22 + rng.uniform(-0.0005, 0.0005)
+        s_l = rng.uniform(0.015, 0.025) * math.sqrt(5 / 4)
+        s_r = rng.uniform(0.105, 0.115) * math.sqrt(5 / 4)
+        assert _welch_p(mean_l - mean_r, s_l, s_r, 5) <= bound + 1e-3

@@ -27,9 +27,10 @@ means and standard deviations over ``PAPER_RUNS`` runs, so ``paper_p`` tests eac
 comparison on those with a one-sided t-test: one-sample against a number, Welch's between
 two cells, and one-sample on the differences between two columns of the same runs, whose
 standard deviation is unknown and taken at its largest, the sum of the two columns'. Every
-printed number is moved to the least favourable end of its rounding and the (population)
-standard deviations are turned into sample ones, so ``paper_p`` is an upper bound on the
-t-test's p-value for the paper's runs; a t-test assumes roughly normal run-to-run spread,
+printed number is moved to the least favourable point of its rounding interval (for
+Welch's test, whose degrees of freedom depend on the stds, the largest p over a grid of
+the two intervals) and the (population) standard deviations are turned into sample ones,
+so ``paper_p`` is an upper bound on the t-test's p-value for the paper's runs; a t-test assumes roughly normal run-to-run spread,
 which 5 bounded accuracies can only approximate. A claim whose ``paper_p`` exceeds
 ``ALPHA`` is one that the paper's 5 runs would leave undecided too.
 """
@@ -51,6 +52,7 @@ MIN_RUNS = 3
 PAPER_RUNS = 5  # runs behind each of the paper's means ("the mean of 5 runs")
 PAPER_MEAN_HALF_UNIT = 0.0005  # means are printed with 3 decimals
 PAPER_STD_HALF_UNIT = 0.005  # standard deviations with 2
+WELCH_GRID = 11  # points per std's rounding interval over which paper_p maximises Welch's p
 VERDICTS = ("reproduced", "contradicted", "undecided")
 
 _CHECK = re.compile(
@@ -252,14 +254,33 @@ def paper_p(check: Check, n: int = PAPER_RUNS) -> float:
 
     s_l, s_r = sample_std(check.left, std_l), sample_std(check.right, std_r)
     if check.right.number is not None:
-        se, df = s_l / math.sqrt(n), n - 1.0
-    elif check.paired:
-        se, df = (s_l + s_r) / math.sqrt(n), n - 1.0  # sd(a - b) <= sd(a) + sd(b)
-    else:  # Welch
-        v_l, v_r = s_l**2 / n, s_r**2 / n
-        se = math.sqrt(v_l + v_r)
-        df = (v_l + v_r) ** 2 / (v_l**2 / (n - 1) + v_r**2 / (n - 1))
-    return student_t_sf(difference / se, df)
+        return student_t_sf(difference / (s_l / math.sqrt(n)), n - 1.0)
+    if check.paired:  # sd(a - b) <= sd(a) + sd(b)
+        return student_t_sf(difference / ((s_l + s_r) / math.sqrt(n)), n - 1.0)
+    # Welch's test: its degrees of freedom depend on the two stds too, so a larger std
+    # need not give a larger p; take the largest p over a grid of each std's rounding
+    # interval (printed std -+ half a unit, as a sample std)
+    scale = math.sqrt(n / (n - 1))
+    grid = [k / (WELCH_GRID - 1) for k in range(WELCH_GRID)]
+
+    def interval(std: float) -> list[float]:
+        low, high = max(std - PAPER_STD_HALF_UNIT, 0.0), std + PAPER_STD_HALF_UNIT
+        return [(low + g * (high - low)) * scale for g in grid]
+
+    return max(
+        _welch_p(difference, a, b, n)
+        for a in interval(std_l)
+        for b in interval(std_r)
+        if a > 0 or b > 0
+    )
+
+
+def _welch_p(difference: float, s_l: float, s_r: float, n: int) -> float:
+    """One-sided p of Welch's t-test for a difference of means of two groups of ``n``
+    runs with sample stds ``s_l`` and ``s_r`` (Welch-Satterthwaite degrees of freedom)."""
+    v_l, v_r = s_l**2 / n, s_r**2 / n
+    df = (v_l + v_r) ** 2 / (v_l**2 / (n - 1) + v_r**2 / (n - 1))
+    return student_t_sf(difference / math.sqrt(v_l + v_r), df)
 
 
 def _holds(left: float, op: str, right: float) -> bool:
