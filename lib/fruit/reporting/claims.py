@@ -223,10 +223,6 @@ def _paper_cell(side: Side) -> tuple[float, float]:
     return cell.mean, cell.std
 
 
-def _paper_mean(side: Side) -> float:
-    return _paper_cell(side)[0]
-
-
 def student_t_sf(t: float, df: float) -> float:
     """P(T >= t) for Student's t distribution with ``df`` degrees of freedom, from the
     regularised incomplete beta function: P(|T| >= |t|) = I_{df/(df+t^2)}(df/2, 1/2)."""
@@ -288,7 +284,7 @@ def _holds(left: float, op: str, right: float) -> bool:
 
 
 def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) -> CheckResult:
-    paper = (_paper_mean(check.left), _paper_mean(check.right))
+    paper = (_paper_cell(check.left)[0], _paper_cell(check.right)[0])
     left = _values(runs, check.left)
     sign = 1 if check.op == ">" else -1  # test "left - right > 0" times sign
     if check.right.number is not None:
