@@ -186,6 +186,43 @@ def test_the_longest_waiting_run_goes_first(tmp_path: Path, cluster, monkeypatch
     assert finals_again(time_limit=600.0) == [nd, tf]
 
 
+def test_under_a_time_limit_a_paused_run_goes_before_a_fresh_one(monkeypatch):
+    """A paused run (epochs trained, resume files on this machine only) goes before a
+    fresh run when both are expected to finish before the time limit, though the fresh
+    one is longer; without a limit the longest still goes first. (In the claims
+    campaign two paused runs waited behind fresh ones for a whole step.)"""
+    import time as clock
+
+    from fruit.experiments.plan import RunSpec
+    from fruit.experiments.schedule import Schedule
+
+    def spec(index):
+        return RunSpec("p", "question-formation", "Tf", "final", index, index, 1e-3, 512, 30)
+
+    paused, fresh = spec(1), spec(3)
+    trained = {paused.name: 14.0, fresh.name: 0.0}
+    per_epoch = 60.0
+
+    class Estimate:  # Progress.run_seconds: seconds per epoch times the epochs left
+        def run_seconds(self, s, epochs):
+            return per_epoch * max(20.0 - epochs, 1.0)
+
+    schedule = Schedule.__new__(Schedule)
+    schedule.progress = Estimate()
+    monkeypatch.setattr(Schedule, "_epochs", lambda self, s: trained[s.name])
+
+    def first(stop_at):
+        ranked = sorted([fresh, paused], key=lambda s: schedule._priority(s, stop_at))
+        return ranked[-1].name  # _submit_waiting sorts in reverse
+
+    hours = clock.time() + 3 * 3600.0
+    assert first(None) == fresh.name  # longest first: 20 epochs against 6
+    assert first(hours) == paused.name  # was fresh.name before the fix
+    per_epoch = 1000.0  # the paused run needs 6000 s, the fresh one 20 000 s
+    assert first(clock.time() + 6500.0) == paused.name  # only the paused one fits
+    assert first(clock.time() + 3000.0) == paused.name  # neither fits: closest to its end
+
+
 def test_failed_runs_are_retried_then_reported(tmp_path: Path, cluster):
     write_fake_notebook(tmp_path)
     fail = {"question-formation/Tf/search-1": 1, "question-formation/Tf+Sup/search-0": 99}

@@ -126,21 +126,25 @@ class Schedule:
         del self.waiting[:free]
         return True
 
-    def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, float, int]:
+    def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, bool, float, int]:
         """Longest first (so that no long run starts last and keeps one worker busy
         after the others are done), but under a time limit the runs expected to finish
-        before it first, and of those that cannot, the one closest to its end (a run
-        paused at the limit goes on only where its resume files are kept, so the fewer
-        runs are left half-trained, the better). How long a run takes is the progress
-        estimate (the architecture's seconds per epoch, ``Progress.rate``: measured, or
-        the cost model's before anything is, times a final run's expected length, less
-        the epochs it has trained); where even that is unknown, ``relative_cost`` alone
-        ranks them."""
-        seconds = self.progress.run_seconds(spec, self._epochs(spec))
+        before it first; of those, a paused run (one with epochs trained) before a fresh
+        one, and of the runs that cannot finish, the one closest to its end. A paused run
+        goes on only where its resume files are kept, so the fewer runs are left
+        half-trained at the limit, the less a lost machine costs (a fresh run ranked
+        first by length kept two paused runs waiting for a whole step of the claims
+        campaign). How long a run takes is the progress estimate (the architecture's
+        seconds per epoch, ``Progress.rate``: measured, or the cost model's before
+        anything is, times a final run's expected length, less the epochs it has
+        trained); where even that is unknown, ``relative_cost`` alone ranks them."""
+        trained = self._epochs(spec)
+        resumes = stop_at is not None and trained > 0
+        seconds = self.progress.run_seconds(spec, trained)
         if seconds is None:
-            return (True, 0.0, relative_cost(spec))
+            return (True, resumes, 0.0, relative_cost(spec))
         fits = stop_at is None or time.time() + seconds <= stop_at
-        return (fits, seconds if fits else -seconds, relative_cost(spec))
+        return (fits, resumes, seconds if fits else -seconds, relative_cost(spec))
 
     def _abandon(self) -> None:
         """At the time limit: give up what is still pending (a run evaluating, one that
