@@ -26,7 +26,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # metrics.json fields that legitimately differ between two runs of the same numbers
-NOT_COMPARED = {"train_seconds", "seconds", "versions", "code", "provenance", "warnings"}
+NOT_COMPARED = {
+    "train_seconds",
+    "evaluation_seconds",
+    "seconds",
+    "versions",
+    "code",
+    "provenance",
+    "warnings",
+}
 
 
 def train(checkout: Path, arch: str, folder: Path, args) -> Path:

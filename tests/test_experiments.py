@@ -679,3 +679,45 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     fresh = Progress(total=9, slots=2, stream=None, label="claims")
     fresh.learn_from_records(p, tmp_path, [(qf, "LSTM")])
     assert fresh.estimate(left) == 4 * FINAL_EPOCHS * epoch_seconds(p, qf, "LSTM") / 2
+
+
+def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path):
+    """Under --time-limit a run pauses early enough to evaluate before the deadline: a
+    tenth of the limit (at most 10 minutes) while its pair's final evaluation is unknown,
+    else that evaluation's recorded seconds x EVALUATION_MARGIN + EVALUATION_EXTRA (the
+    claims campaign's Tf runs evaluated tense reinflection in 88-113 s, German question
+    formation in 7 s, and waited 10 minutes each at every step's end)."""
+    import json
+    from types import SimpleNamespace
+
+    from fruit.experiments.progress import Progress
+    from fruit.experiments.sweep import EVALUATION_EXTRA, EVALUATION_MARGIN, Sweep
+    from fruit.profiles import run_folder
+
+    p = load_profile("claims")
+    tense, de = "tense-reinflection-with-do", "question-formation-in-german"
+    for index, evaluation in enumerate([88.0, 113.0]):
+        folder = run_folder(tmp_path, "claims", tense, "Tf", "final", index)
+        folder.mkdir(parents=True)
+        metrics = {"epochs": 3.0, "train_seconds": 30.0, "evaluation_seconds": evaluation}
+        (folder / "metrics.json").write_text(json.dumps({**metrics, "status": "complete"}))
+    older = run_folder(tmp_path, "claims", de, "Tf", "final", 0)  # a record from before
+    older.mkdir(parents=True)
+    (older / "metrics.json").write_text('{"epochs": 3.0, "train_seconds": 30.0}')
+    progress = Progress(total=18, slots=1, stream=None, label="claims")
+    progress.learn_from_records(p, tmp_path, [(tense, "Tf"), (de, "Tf")])
+
+    limit, deadline = 7200.0, 1_000_000.0
+    sweep = SimpleNamespace(
+        time_limit=limit, deadline=deadline, stop_at=deadline - 600.0, progress=progress
+    )
+    tense_run = final_specs(p, tense, "Tf", 1e-3, 600)[2]
+    de_run = final_specs(p, de, "Tf", 1e-3, 600)[2]
+    assert Sweep.stop_at_for(sweep, tense_run) == deadline - (1.5 * 113.0 + 60.0)
+    assert (EVALUATION_MARGIN, EVALUATION_EXTRA) == (1.5, 60.0)
+    assert Sweep.stop_at_for(sweep, de_run) == deadline - 600.0  # no evaluation recorded
+    progress.add_run(de_run, 30.0, epochs=3.0, evaluation_seconds=7.0)  # this call's
+    assert Sweep.stop_at_for(sweep, de_run) == deadline - (1.5 * 7.0 + 60.0)
+    progress.add_run(tense_run, 30.0, epochs=3.0, evaluation_seconds=3000.0)
+    assert Sweep.stop_at_for(sweep, tense_run) == deadline - limit / 2  # at most half
+    assert Sweep.stop_at_for(SimpleNamespace(deadline=None, time_limit=None), de_run) is None

@@ -322,14 +322,16 @@ def kill_leftovers(token: str) -> None:
 
 def records(home: Path) -> dict[str, object]:
     """What a sweep leaves that must not depend on interruptions: every record but its
-    timings (train_seconds, log.csv's seconds), provenance and the absolute data path."""
+    timings (train_seconds, evaluation_seconds, log.csv's seconds), provenance and the absolute data path."""
     runs = home / "results" / "runs" / "smoke"
     found: dict[str, object] = {}
     for path in sorted(runs.rglob("*")):
         name = str(path.relative_to(runs))
         if path.name == "metrics.json":
             found[name] = {
-                k: v for k, v in json.loads(path.read_text()).items() if k != "train_seconds"
+                k: v
+                for k, v in json.loads(path.read_text()).items()
+                if k not in ("train_seconds", "evaluation_seconds")
             }
         elif path.name == "config.json":
             drop = {"provenance", "data_dir"}
@@ -444,7 +446,7 @@ def test_a_sweep_run_with_a_damaged_checkpoint_starts_again_in_the_same_attempt(
     checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # truncated
     again, _ = execute_run("qf/Tf/final-0", str(NOTEBOOK), parameters, attempt=2, threads=1)
     assert "checkpoint.pt could not be restored" in again["warnings"][0]
-    timing = ("train_seconds", "warnings")
+    timing = ("train_seconds", "evaluation_seconds", "warnings")
     assert {k: v for k, v in again.items() if k not in timing} == {
         k: v for k, v in first.items() if k not in timing
     }

@@ -57,7 +57,11 @@ def tiny(data_dir, **overrides) -> training.RunConfig:
 
 
 def without_timing(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if k not in ("train_seconds", "warnings")}
+    return {
+        k: v
+        for k, v in metrics.items()
+        if k not in ("train_seconds", "evaluation_seconds", "warnings")
+    }
 
 
 def copy_data(data_dir: Path, into: Path) -> Path:

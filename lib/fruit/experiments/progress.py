@@ -56,6 +56,8 @@ class Progress:
         self.pair_seconds_per_epoch: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.recorded_pair_seconds_per_epoch: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.predicted_seconds_per_epoch: dict[tuple[str, str], float] = {}  # (task, arch) ->
+        # (task, architecture) -> the final evaluations' seconds (records and this call)
+        self.evaluation_seconds: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.final_epochs: dict[tuple[str, str], float] = {}  # (task, arch) -> expected length
         self.long_search: set[tuple[str, str]] = set()  # pairs whose trials early stopping ends
         self.start = time.monotonic()
@@ -63,13 +65,29 @@ class Progress:
         self._last_print = 0.0
         self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
 
-    def add_run(self, spec: RunSpec, seconds: float, epochs: float | None = None) -> None:
+    def add_run(
+        self,
+        spec: RunSpec,
+        seconds: float,
+        epochs: float | None = None,
+        evaluation_seconds: float | None = None,
+    ) -> None:
         """A run of ``spec`` trained ``seconds`` for ``epochs`` epochs (default: its
         maximum): its ``train_seconds`` where it has them, which a resumed run sums over
-        every attempt, as its ``epochs`` do."""
+        every attempt, as its ``epochs`` do; then evaluated for ``evaluation_seconds``."""
         epochs = epochs if epochs and epochs > 0 else spec.max_epochs
         self.seconds_per_epoch[spec.architecture].append(seconds / epochs)
         self.pair_seconds_per_epoch[spec.pair].append(seconds / epochs)
+        if evaluation_seconds and evaluation_seconds > 0:
+            self.evaluation_seconds[spec.pair].append(evaluation_seconds)
+
+    def evaluation(self, spec: RunSpec) -> float | None:
+        """The longest final evaluation recorded for ``spec``'s (task, architecture) pair,
+        in seconds (None when none is: records older than ``evaluation_seconds``). Only
+        the pair's own: the same architecture took 7 s on German question formation and
+        100 s on tense reinflection (its test and generalization sets differ)."""
+        seconds = self.evaluation_seconds.get(spec.pair)
+        return max(seconds) if seconds else None
 
     def learn_from_records(
         self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
@@ -89,6 +107,8 @@ class Progress:
                 rate = r.train_seconds / r.epochs
                 self.recorded_seconds_per_epoch[r.architecture].append(rate)
                 self.recorded_pair_seconds_per_epoch[r.task, r.architecture].append(rate)
+            if r.finished and r.evaluation_seconds > 0:
+                self.evaluation_seconds[r.task, r.architecture].append(r.evaluation_seconds)
         for task, arch in pairs:
             self.final_epochs[task, arch] = final_length(profile, task, arch, states)[0]
             if search_until_early_stopping(profile, arch):

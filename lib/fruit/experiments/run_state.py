@@ -27,6 +27,7 @@ class RunState:
     finished: bool  # metrics.json is there
     complete: bool = False  # finished by early stopping or its maximum (not diverged)
     train_seconds: float = 0.0  # finished: its training time, every attempt together
+    evaluation_seconds: float = 0.0  # finished: its final evaluation's (0: not recorded)
 
 
 def _number(record: dict, key: str, path: Path) -> float:
@@ -96,6 +97,7 @@ def run_states(
                         finished=True,
                         complete=metrics.get("status") == "complete",
                         train_seconds=_number(metrics, "train_seconds", path),
+                        evaluation_seconds=_number(metrics, "evaluation_seconds", path),
                     )
                 )
     return states

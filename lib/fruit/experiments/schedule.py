@@ -112,19 +112,30 @@ class Schedule:
         lost by holding runs back; workers that join later raise ``slots()``.)"""
         if not self.waiting:
             return False
-        stop_at = self.sweep.stop_at
-        if (stop_at is not None and time.time() >= stop_at) or self.sweep.pausing():
+        if self.sweep.pausing():
             self.unfinished += [spec for spec, _ in self.waiting]  # left for the next call
             self.waiting.clear()
             return False
+        now = time.time()
+        late = [item for item in self.waiting if self._past_stop(item[0], now)]
+        if late:  # too late to start (its stop time, Sweep.stop_at_for, has come)
+            self.unfinished += [spec for spec, _ in late]
+            self.waiting = [item for item in self.waiting if item not in late]
         free = self.sweep.cluster.slots() - len(self.pending)
-        if free <= 0:
+        if free <= 0 or not self.waiting:
             return False
-        self.waiting.sort(key=lambda item: self._priority(item[0], stop_at), reverse=True)
+        self.waiting.sort(
+            key=lambda item: self._priority(item[0], self.sweep.stop_at_for(item[0])),
+            reverse=True,
+        )
         for spec, attempt in self.waiting[:free]:
             self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
         del self.waiting[:free]
         return True
+
+    def _past_stop(self, spec: RunSpec, now: float) -> bool:
+        stop_at = self.sweep.stop_at_for(spec)
+        return stop_at is not None and now >= stop_at
 
     def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, bool, float, int]:
         """Longest first (so that no long run starts last and keeps one worker busy
@@ -195,8 +206,11 @@ class Schedule:
         trained = metrics.get("train_seconds")  # all attempts (``seconds``: this one's)
         if not (isinstance(trained, (int, float)) and trained > 0):
             trained = seconds
+        evaluation = metrics.get("evaluation_seconds")
+        if not isinstance(evaluation, (int, float)):
+            evaluation = None
         if trained > 0:
-            self.progress.add_run(spec, trained, metrics.get("epochs"))
+            self.progress.add_run(spec, trained, metrics.get("epochs"), evaluation)
         if spec.phase == "search":
             self.search_done[spec.pair].append(metrics)
             self._search_trial_ended(spec)

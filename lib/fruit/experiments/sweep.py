@@ -95,11 +95,20 @@ def _prepare_data_on_worker(*args) -> str | FruitError:
         return e
 
 
+# A run whose pair has a recorded final evaluation stops training this long before the
+# deadline: its longest evaluation times EVALUATION_MARGIN, plus EVALUATION_EXTRA seconds
+# for the notebook's last cells and the kernel's end (evaluations under load vary: the
+# claims campaign's tense Tf+Nd runs took 419-464 s, its Tf runs 88-113 s).
+EVALUATION_MARGIN = 1.5
+EVALUATION_EXTRA = 60.0
+
+
 def time_limits(time_limit: float | None) -> tuple[float | None, float | None]:
     """(deadline, stop_at) as ``time.time()`` values for a sweep starting now with
     ``time_limit`` seconds: runs pause from ``stop_at`` on, leaving time for a run's final
-    evaluation; at ``deadline`` whatever is still pending is abandoned, leaving time to
-    close the cluster (a LocalCluster takes a few seconds to stop its workers)."""
+    evaluation (where nothing better is known, ``Sweep.stop_at_for``); at ``deadline``
+    whatever is still pending is abandoned, leaving time to close the cluster (a
+    LocalCluster takes a few seconds to stop its workers)."""
     if time_limit is None:
         return None, None
     closing = min(30.0, max(5.0, 0.05 * time_limit))
@@ -164,6 +173,7 @@ class Sweep:
         self.stop_at: float | None = None
         self.paused_on_request = False
         self._start = time.monotonic()
+        self.progress: Progress | None = None  # set by run(): what the runs have taken
 
     # -- helpers ----------------------------------------------------------------
 
@@ -179,6 +189,20 @@ class Sweep:
         if metrics is not None:
             check_metrics_match(spec, metrics, folder)
         return metrics
+
+    def stop_at_for(self, spec: RunSpec) -> float | None:
+        """When ``spec`` must stop training (pause) under the time limit: early enough to
+        evaluate before the deadline. Where its pair has a recorded final evaluation,
+        that evaluation's seconds (``EVALUATION_MARGIN`` x, + ``EVALUATION_EXTRA``, at
+        most half the limit) before the deadline; else the sweep's ``stop_at`` (a tenth
+        of the limit, at most 10 minutes, before it)."""
+        if self.deadline is None or self.time_limit is None:
+            return None
+        evaluation = None if self.progress is None else self.progress.evaluation(spec)
+        if evaluation is None:
+            return self.stop_at
+        reserve = EVALUATION_MARGIN * evaluation + EVALUATION_EXTRA
+        return self.deadline - min(reserve, 0.5 * self.time_limit)
 
     def submit(self, spec: RunSpec, attempt: int):
         """Submit one attempt at a run to the cluster; returns its future."""
@@ -198,7 +222,7 @@ class Sweep:
             attempt,
             self.cluster.threads,
             self.allocator,
-            self.stop_at,
+            self.stop_at_for(spec),
             str(self.pause_file),
             key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
             pure=False,
@@ -247,6 +271,7 @@ class Sweep:
         result = SweepResult(total=planned_runs(self))
         progress = Progress(result.total, self.cluster.slots(), self.stream, self.profile.name)
         progress.learn_from_records(self.profile, self.results_dir, self.pairs)
+        self.progress = progress
         schedule = Schedule(self, result, progress)
 
         profile = self.profile

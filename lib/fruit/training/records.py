@@ -5,6 +5,7 @@ docs/contracts.md §5), written atomically and last: a folder with it is finishe
 from __future__ import annotations
 
 import math
+import time
 
 from fruit import evaluation
 from fruit.errors import FruitError
@@ -51,17 +52,21 @@ def finish(run) -> dict:
     if not st.training_done and st.diverged is None:
         raise FruitError(f"{run.dir}: training has not finished; call train() first")
     empty = {"test": None, "hierarchical": None, "linear": None, "log_ratio": None}
+    start = time.perf_counter()
     if st.diverged is None:
         scores = run.evaluate()
     else:
         scores = {"full": dict(empty), "partial": dict(empty)}
-    metrics = _json_clean(metrics_record(run, scores))
+    evaluation_seconds = time.perf_counter() - start
+    metrics = _json_clean(metrics_record(run, scores, evaluation_seconds))
     atomic_write_json(run.dir / "metrics.json", metrics)
     return metrics
 
 
-def metrics_record(run, scores: dict) -> dict:
-    """metrics.json of a run whose training ended (docs/contracts.md §5)."""
+def metrics_record(run, scores: dict, evaluation_seconds: float = 0.0) -> dict:
+    """metrics.json of a run whose training ended (docs/contracts.md §5); the evaluation's
+    seconds are what ``fruit run --time-limit`` reserves before its limit for the next
+    run of the same pair to evaluate."""
     st, c = run.state, run.config
     record = {
         "status": "complete" if st.diverged is None else "diverged",
@@ -80,6 +85,7 @@ def metrics_record(run, scores: dict) -> dict:
         "epochs": st.examples_seen / len(run.train_strings),
         "examples_seen": st.examples_seen,
         "train_seconds": round(st.seconds, 3),
+        "evaluation_seconds": round(evaluation_seconds, 3),
         "full": scores["full"],
         "partial": scores["partial"],
     }
