@@ -291,6 +291,31 @@ def test_local_cluster_serves_the_dashboard_it_links_to():
         quiet.close()
 
 
+def _distributed_log_level() -> int:
+    import logging
+
+    return logging.getLogger("distributed").getEffectiveLevel()
+
+
+def test_a_local_clusters_workers_are_quieted_before_it_closes():
+    """A worker's heartbeat that meets the scheduler already closed logs an ERROR with a
+    CommClosedError traceback under the sweep's last line; the cluster quiets its workers
+    (nothing below CRITICAL) as the first step of closing."""
+    import logging
+
+    from fruit.experiments.cluster import local_cluster
+
+    cluster = local_cluster(workers=1, device="cpu", dashboard=False)
+    try:
+        levels = cluster.client.run(_distributed_log_level)
+        assert all(level < logging.CRITICAL for level in levels.values()), levels
+        cluster._closers[-1]()  # the first closer to run
+        levels = cluster.client.run(_distributed_log_level)
+        assert list(levels.values()) == [logging.CRITICAL], levels
+    finally:
+        cluster.close()
+
+
 @pytest.mark.slow
 def test_fruit_run_prints_the_dashboard_link_unless_told_not_to(tmp_path: Path):
     _needs_dashboard()

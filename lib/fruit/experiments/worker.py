@@ -22,8 +22,12 @@ from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics
 RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
 # The kernel's own chatter (e.g. "running over TCP without encryption" on every start)
-# would drown the progress display; the notebooks' outputs are unaffected.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+# would drown the progress display; the notebooks' outputs are unaffected. CRITICAL, not
+# ERROR: jupyter_client interrupts every kernel before shutting it down, and one caught
+# in a message handler logs "KeyboardInterrupt caught in kernel." at ERROR (after one in
+# five runs of the claims campaign). A cell's error reaches papermill as the cell's
+# outcome, not through this log.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # glibc reads its malloc tunables from MALLOC_* variables when a process starts. Dask's
 # nanny gives every worker MALLOC_TRIM_THRESHOLD_=65536 (its "pre-spawn-environ"), and a
