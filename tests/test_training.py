@@ -795,7 +795,11 @@ def test_provenance_names_the_commit_and_sees_a_dirty_tree(tmp_path):
     assert git_state(repo) == {"commit": head, "dirty": True}
     assert git_state(tmp_path / "nowhere") == {"commit": None, "dirty": None}
     record = provenance("cpu")
-    assert set(record) == {"git", "versions", "cpu", "gpu", "host"} and record["gpu"] is None
+    assert set(record) == {"git", "versions", "cpu", "cpu_capability", "gpu", "host"}
+    assert record["gpu"] is None
+    import torch  # the kernels' vector instructions: AVX2 and AVX-512 round differently
+
+    assert record["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert record["versions"]["torch"] and record["versions"]["dask"]
 
 

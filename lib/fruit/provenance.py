@@ -60,6 +60,20 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def cpu_capability() -> str | None:
+    """The vector instructions PyTorch's CPU kernels use here ("AVX2", "AVX512", ...).
+    Two CPUs of one model name may differ in it, and float32 kernels round differently
+    with different vector widths: the same commit, seed and data trained on an AVX2 and
+    an AVX-512 machine part at the first validation (the fourth decimal) and end with
+    other numbers."""
+    try:
+        import torch
+
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
 def gpu_name(device) -> str | None:
     """The CUDA device's name, when the run uses one."""
     import torch
@@ -76,6 +90,7 @@ def provenance(device="cpu") -> dict[str, object]:
         "git": git_state(),
         "versions": package_versions(),
         "cpu": cpu_model(),
+        "cpu_capability": cpu_capability(),
         "gpu": gpu_name(device),
         "host": platform.node(),
     }
