@@ -140,8 +140,9 @@ class Schedule:
     def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, bool, float, int]:
         """Longest first (so that no long run starts last and keeps one worker busy
         after the others are done), but under a time limit the runs expected to finish
-        before it first; of those, a paused run (one with epochs trained) before a fresh
-        one, and of the runs that cannot finish, the one closest to its end. A paused run
+        before it first, and among those (and among those that cannot) a paused run (one
+        with epochs trained) before a fresh one, then the longest (of the runs that cannot
+        finish: the one closest to its end). A paused run
         goes on only where its resume files are kept, so the fewer runs are left
         half-trained at the limit, the less a lost machine costs (a fresh run ranked
         first by length kept two paused runs waiting for a whole step of the claims
