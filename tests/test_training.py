@@ -6,6 +6,7 @@ Runs use generated question-formation data (tiny sizes) and small real models.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -20,7 +21,9 @@ import torch
 
 from fruit import batching, profiles, training
 from fruit.cli import main as cli_main
+from fruit.breakdown import subject_groups
 from fruit.errors import FruitError
+from fruit.evaluation import evaluate
 from fruit.training import loop
 
 
@@ -139,6 +142,7 @@ def test_run_folder_is_complete(tmp_path, data_dir):
         "status", "reason", "task", "architecture", "phase", "index", "seed", "profile",
         "learning_rate", "batch_tokens", "d", "num_parameters", "best_validation_cross_entropy",
         "epochs", "examples_seen", "train_seconds", "evaluation_seconds", "full", "partial",
+        "by_subject",
     }  # fmt: skip
     assert set(metrics) == expected_keys
     assert 0.0 < metrics["evaluation_seconds"] < 600.0  # the final evaluation's, timed
@@ -159,6 +163,32 @@ def test_run_folder_is_complete(tmp_path, data_dir):
     assert metrics["best_validation_cross_entropy"] == pytest.approx(
         log["validation_cross_entropy"].min()
     )
+
+
+def test_metrics_break_the_generalization_set_down_by_subject(tmp_path, data_dir):
+    """Oracle: each row is fruit.evaluation's means over that kind of subject alone, with
+    the run's best parameters; the rows weighted by their sizes give the run's means."""
+    run = training.Run(tiny_config(data_dir), tmp_path / "run")
+    run.train()
+    metrics = run.finish()
+    rows = metrics["by_subject"]
+    assert sum(r["n"] for r in rows) == len(run.data.gen) == 20 and len(rows) >= 2
+    gen, gen_linear = run.data.gen, run.data.gen_linear
+    groups = subject_groups(run.task, [s for s, _ in gen])
+    for row in rows:
+        members = [i for i, g in enumerate(groups) if g == row["subject"]]
+        alone = evaluate(
+            run.model, run.task, run.vocab, test=run.data.test[:2],
+            gen=[gen[i] for i in members], gen_linear=[gen_linear[i] for i in members],
+        )  # fmt: skip
+        assert row["n"] == len(members)
+        for kind, column in (("full", "FA"), ("partial", "PA")):
+            for rule in ("hierarchical", "linear"):
+                assert math.isclose(row[f"{column} {rule}"], alone[kind][rule], rel_tol=1e-9)
+    for kind, column in (("full", "FA"), ("partial", "PA")):
+        for rule in ("hierarchical", "linear"):
+            pooled = sum(r["n"] * r[f"{column} {rule}"] for r in rows) / 20
+            assert math.isclose(pooled, metrics[kind][rule], rel_tol=1e-9)
 
 
 def test_validation_cross_entropy_per_token_by_brute_force(tmp_path, data_dir):

@@ -24,7 +24,12 @@ from collections.abc import Sequence
 import torch
 
 from fruit.errors import FruitError
-from fruit.evaluation import EVAL_BATCH_TOKENS, sample_continuations, target_log_probs
+from fruit.evaluation import (
+    EVAL_BATCH_TOKENS,
+    group_means,
+    sample_continuations,
+    target_log_probs,
+)
 
 # What a greedy output on a generalization source can be (output_kind), in this order.
 # "main" is the word the hierarchical rule moves (the main clause's auxiliary in question
@@ -41,29 +46,19 @@ OUTPUT_KINDS = (
 )
 
 
+def has_subject_groups(task) -> bool:
+    """Whether ``subject_groups`` is defined for ``task`` (the McCoy tasks)."""
+    return hasattr(task, "parse")
+
+
 def subject_groups(task, sources: Sequence[Sequence[str]]) -> list[str]:
     """The subject's modifier of each source sentence (its task marker is ignored)."""
-    if not hasattr(task, "parse"):
+    if not has_subject_groups(task):
         raise FruitError(
             f"{task.slug}: split by subject is defined for the McCoy tasks "
             "(question-formation, tense-reinflection, and their German/do variants)"
         )
     return [task.parse(s).subject.modifier for s in sources]
-
-
-def group_means(groups: Sequence[str], columns: dict[str, torch.Tensor]) -> list[dict]:
-    """One row per group (in order of first appearance): its size ``n`` and, for each
-    column of per-sentence log probabilities, the mean probability over the group."""
-    order = list(dict.fromkeys(groups))
-    index = torch.tensor([order.index(g) for g in groups])  # (N,) group of each sentence
-    rows = []
-    for k, group in enumerate(order):
-        members = index == k
-        row = {"subject": group, "n": int(members.sum())}
-        for name, log_probs in columns.items():
-            row[name] = float(log_probs[members].exp().mean())
-        rows.append(row)
-    return rows
 
 
 def by_subject(

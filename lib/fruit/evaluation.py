@@ -233,12 +233,17 @@ def evaluate(
     batch_tokens: int = EVAL_BATCH_TOKENS,
     prompt_tokens: int = SAMPLE_PROMPT_TOKENS,
     partial_on_test: bool = True,
+    gen_groups: Sequence[str] | None = None,
     device=None,
 ) -> dict:
     """All metrics of one run: ``{"full": {...}, "partial": {...}}`` as in metrics.json.
 
     ``test``, ``gen`` (hierarchical targets) and ``gen_linear`` (linear targets) are
     lists of (source tokens, target tokens); ``gen`` and ``gen_linear`` share sources.
+    With ``gen_groups`` (a group name per generalization sentence, e.g. the kind of
+    relative clause on its subject: ``fruit.breakdown.subject_groups``) the result also
+    holds ``"by_subject"``: ``group_means`` of FA (and first-word PA) under both rules,
+    from the same per-sentence probabilities as the means.
     """
     kind = task.partial_kind
     if kind not in SAMPLE_MAX_TOKENS:
@@ -286,7 +291,31 @@ def evaluate(
             (partial["test"],) = sampled([test])
     full["log_ratio"] = log_ratio(full["hierarchical"], full["linear"])
     partial["log_ratio"] = log_ratio(partial["hierarchical"], partial["linear"])
-    return {"full": full, "partial": partial}
+    result = {"full": full, "partial": partial}
+    if gen_groups is not None:
+        columns = {f"FA {rule}": scores[rule][0] for rule in ("hierarchical", "linear")}
+        if kind == "first-word":
+            columns.update({f"PA {rule}": scores[rule][1] for rule in ("hierarchical", "linear")})
+        result["by_subject"] = group_means(gen_groups, columns)
+    return result
+
+
+def group_means(groups: Sequence[str], columns: dict[str, torch.Tensor]) -> list[dict]:
+    """One row per group (in order of first appearance): its size ``n`` and, for each
+    column of per-sentence log probabilities (N,), the mean probability over the group;
+    the rows weighted by ``n`` give the means over all N sentences."""
+    if any(len(log_probs) != len(groups) for log_probs in columns.values()):
+        raise ValueError("every column needs one log probability per group label")
+    order = list(dict.fromkeys(groups))
+    index = torch.tensor([order.index(g) for g in groups])  # (N,) group of each sentence
+    rows = []
+    for k, group in enumerate(order):
+        members = index == k
+        row = {"subject": group, "n": int(members.sum())}
+        for name, log_probs in columns.items():
+            row[name] = float(log_probs[members].exp().mean())
+        rows.append(row)
+    return rows
 
 
 def decoded_examples(

@@ -8,6 +8,7 @@ import math
 import time
 
 from fruit import evaluation
+from fruit.breakdown import has_subject_groups, subject_groups
 from fruit.errors import FruitError
 from fruit.io import atomic_write_json, read_metrics
 from fruit.provenance import provenance
@@ -29,9 +30,14 @@ def config_record(run) -> dict:
 
 
 def evaluate_best(run) -> dict:
-    """The paper's metrics with the best parameters (``best.pt``, put into ``run.model``)."""
+    """The paper's metrics with the best parameters (``best.pt``, put into ``run.model``),
+    and for the McCoy tasks the generalization means by the subject's relative clause
+    (``fruit.breakdown``), so that reports can break every run down from its records."""
     run.load_best()
     d = run.data
+    groups = None
+    if has_subject_groups(run.task):
+        groups = subject_groups(run.task, [source for source, _ in d.gen])
     return evaluation.evaluate(
         run.model,
         run.task,
@@ -40,6 +46,7 @@ def evaluate_best(run) -> dict:
         gen=d.gen,
         gen_linear=d.gen_linear,
         device=run.device,
+        gen_groups=groups,
         **evaluation_settings(run.config),
     )
 
@@ -89,6 +96,8 @@ def metrics_record(run, scores: dict, evaluation_seconds: float = 0.0) -> dict:
         "full": scores["full"],
         "partial": scores["partial"],
     }
+    if "by_subject" in scores:
+        record["by_subject"] = scores["by_subject"]
     warnings = checkpoints.read_warnings(run.dir)
     if warnings:  # e.g. a damaged checkpoint made the run start again
         record["warnings"] = warnings
