@@ -40,6 +40,7 @@ from fruit.errors import FruitError
 from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
 from fruit.experiments.progress import Progress, clock
 from fruit.experiments.reports import run_reports
+from fruit.experiments.reuse import same_run_elsewhere, take_over
 from fruit.experiments.run_state import describe_paused
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
@@ -183,8 +184,15 @@ class Sweep:
             self.stream.flush()
 
     def finished_metrics(self, spec: RunSpec) -> dict[str, Any] | None:
-        """The run's metrics.json, when it finished (and holds this very run), else None."""
+        """The run's metrics.json, when it finished (and holds this very run), else None.
+        A run not yet started here whose very same run another profile of the profile's
+        ``reuse`` holds is taken over first (``fruit.experiments.reuse``)."""
         folder = spec.folder(self.results_dir)
+        same = same_run_elsewhere(spec, self.profile, self.results_dir, self.data_dir)
+        if same is not None:
+            take_over(same, self.profile, self.results_dir)
+            state = "finished" if same.finished else "paused; it goes on here"
+            self.say(f"{spec.name}: the same run as {same.source_name} ({state}), taken over")
         metrics = read_metrics(folder)
         if metrics is not None:
             check_metrics_match(spec, metrics, folder)

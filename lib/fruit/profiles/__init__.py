@@ -62,6 +62,7 @@ _TOP_KEYS = {
     "tasks",
     "architectures",
     "task_architectures",  # a table: task -> the architectures it trains (default: all)
+    "reuse",  # other profiles whose identical runs this one takes over (experiments.reuse)
 }
 # Where a profile's dev/test/gen come from: made by our generators, or the published files
 # (``fruit.tasks.official``) with a generated train split that avoids their sentences.
@@ -113,6 +114,8 @@ class Profile:
     final_learning_rate: float | None
     training: dict[str, Any]
     source: str  # the file it came from
+    # profiles whose records of the very same runs are taken over (fruit.experiments.reuse)
+    reuse: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -269,6 +272,11 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
 
     training = dict(raw.get("training", {}))
     _check_training(training, fail)
+    reuse = raw.get("reuse", [])
+    if not isinstance(reuse, list) or not all(isinstance(r, str) and r for r in reuse):
+        raise fail("reuse must be a list of profile names, e.g. reuse = [\"claims\"]")
+    if name in reuse:
+        raise fail(f"reuse names the profile itself ({name!r})")
 
     return Profile(
         name=name,
@@ -293,6 +301,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
         final_learning_rate=None if fixed_lr is None else float(fixed_lr),
         training=training,
         source=source,
+        reuse=tuple(reuse),
     )
 
 

@@ -1,0 +1,135 @@
+"""fruit.experiments.reuse: a profile takes over another profile's records of the very
+same runs, and only those. Oracle: the runs themselves, trained under each profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from fruit import training
+from fruit.errors import FruitError
+from fruit.experiments.plan import check_metrics_match, search_specs
+from fruit.experiments.reuse import reusable_runs, take_over
+from fruit.profiles import load_profile
+from fruit.tasks import get_task
+from fruit.tasks.splits import write_task
+
+TASK = "question-formation"
+PROFILE = """
+name = "{name}"
+seed = 11
+tasks = ["question-formation"]
+architectures = ["Tf"]
+{extra}
+[data]
+seed = 3
+train = 60
+dev = 10
+test = 10
+gen = 10
+[search]
+trials = {trials}
+max_epochs = 3
+learning_rate = {lr}
+[final]
+runs = 1
+max_epochs = 1
+[training]
+checkpoint_every = 20
+d = 16
+{training}
+"""
+
+
+def profile(tmp_path, name, trials=2, lr="[1e-5, 1e-3]", extra="", training_lines=""):
+    path = tmp_path / f"{name}.toml"
+    text = PROFILE.format(name=name, trials=trials, lr=lr, extra=extra, training=training_lines)
+    path.write_text(text)
+    return load_profile(path)
+
+
+def config(spec, prof, data_dir):
+    params = spec.parameters(
+        prof, data_dir=data_dir, run_dir="", results_dir="", device="cpu", threads=None
+    )
+    return training.RunConfig.from_parameters(params)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # one intra-op thread: runs compared for equality must reduce in the same order
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def trained(_one_thread, tmp_path_factory):
+    """Profile "src"'s two search trials, trained; trial 1 paused half way."""
+    tmp_path = tmp_path_factory.mktemp("reuse")
+    src = profile(tmp_path, "src")
+    data_dir = tmp_path / "data"
+    task = get_task(TASK)
+    write_task(data_dir, task, task.generate(seed=src.task_data_seed(TASK), sizes=src.sizes))
+    results = tmp_path / "results"
+    first, second = search_specs(src, TASK, "Tf")
+    training.train_run(config(first, src, data_dir), first.folder(results))
+    run = training.Run(config(second, src, data_dir), second.folder(results))
+    run.train(
+        on_checkpoint=lambda run, row: (tmp_path / "PAUSE").touch(), pause_file=tmp_path / "PAUSE"
+    )
+    assert run.paused
+    return tmp_path, data_dir, results
+
+
+def test_the_same_runs_are_taken_over_and_go_on(trained, tmp_path):
+    root, data_dir, results = trained
+    dst = profile(root, "dst", trials=3, extra='reuse = ["src"]')
+    found = reusable_runs(dst, results, data_dir)
+    assert [(r.spec.index, r.finished) for r in found] == [(0, True), (1, False)]
+    for r in found:
+        take_over(r, dst, results)
+    # the finished trial: the source's metrics under this profile, saying where from
+    spec0, spec1, spec2 = search_specs(dst, TASK, "Tf")
+    src_metrics = json.loads((results / "runs/src" / TASK / "Tf/search-0/metrics.json").read_text())
+    metrics = json.loads((spec0.folder(results) / "metrics.json").read_text())
+    check_metrics_match(spec0, metrics, spec0.folder(results))
+    assert metrics.pop("reused_from") == "src/question-formation/Tf/search-0"
+    assert metrics.pop("profile") == "dst"
+    assert metrics == {k: v for k, v in src_metrics.items() if k != "profile"}
+    # trained again under this profile, it would refuse nothing and return those records
+    assert (
+        training.train_run(config(spec0, dst, data_dir), spec0.folder(results))["full"]
+        == (src_metrics["full"])
+    )
+    # the paused trial resumes under this profile to what an uninterrupted run gives
+    resumed = training.train_run(config(spec1, dst, data_dir), spec1.folder(results))
+    whole = training.train_run(config(spec1, dst, data_dir), tmp_path / "whole")
+    assert resumed["full"] == whole["full"] and resumed["epochs"] == whole["epochs"]
+    # nothing is taken over twice, and trial 2 (not run under src) is not there to take
+    assert reusable_runs(dst, results, data_dir) == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"training_lines": "clip_norm = 5.0"},  # another training setting
+        {"lr": "[1e-4, 1e-3]"},  # other draws of the learning rate
+        {"extra": ""},  # reuse not asked for
+    ],
+)
+def test_other_runs_are_not_taken_over(trained, changes):
+    root, data_dir, results = trained
+    settings = {"extra": 'reuse = ["src"]', **changes}
+    other = profile(root, "other", **settings)
+    assert reusable_runs(other, results, data_dir) == []
+
+
+def test_a_profile_cannot_reuse_itself_or_a_non_list(tmp_path):
+    with pytest.raises(FruitError, match="reuse names the profile itself"):
+        profile(tmp_path, "me", extra='reuse = ["me"]')
+    with pytest.raises(FruitError, match="reuse must be a list"):
+        profile(tmp_path, "me", extra='reuse = "claims"')
