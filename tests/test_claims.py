@@ -19,11 +19,9 @@ from fruit.reporting.claims import (
     evaluate_claims,
     load_claims,
     parse_check,
-    sign_flip_p,
-    student_t_sf,
-    two_sample_p,
 )
 from fruit.reporting.runs import load_runs
+from fruit.reporting.stats import sign_flip_p, student_t_sf, two_sample_p
 from fruit.reporting.tables import paper_table
 
 QF = "question-formation"
@@ -248,7 +246,7 @@ def test_paper_p_bounds_welch_over_every_number_that_prints_the_same(monkeypatch
     # interval's end: no pair of stds (and means) that print as the paper's may give more
     import random
 
-    from fruit.reporting.claims import _welch_p
+    from fruit.reporting.stats import welch_p as _welch_p
 
     cells = {(QF, "Tf+Nd", "full", "hierarchical"): (0.30, 0.02)}
     cells[QF, "Tf", "full", "hierarchical"] = (0.22, 0.11)
@@ -262,3 +260,106 @@ def test_paper_p_bounds_welch_over_every_number_that_prints_the_same(monkeypatch
         s_l = rng.uniform(0.015, 0.025) * math.sqrt(5 / 4)
         s_r = rng.uniform(0.105, 0.115) * math.sqrt(5 / 4)
         assert _welch_p(mean_l - mean_r, s_l, s_r, 5) <= bound + 1e-3
+
+
+# ------------------------------------------------------------------ compatibility
+
+
+def _welch_two_sided_by_simpson(mean, std, n, paper_mean, paper_std, m=5):
+    """Welch's two-sided p from the textbook formulas, the tail by integration."""
+    s1, s2 = std * math.sqrt(n / (n - 1)), paper_std * math.sqrt(m / (m - 1))
+    v1, v2 = s1**2 / n, s2**2 / m
+    df = (v1 + v2) ** 2 / (v1**2 / (n - 1) + v2**2 / (m - 1))
+    return 2 * _t_tail_by_simpson(abs(mean - paper_mean) / math.sqrt(v1 + v2), df, steps=40_000)
+
+
+@pytest.mark.parametrize(
+    "ours, paper",
+    [
+        ((0.023, 0.02, 5), (0.318, 0.19)),
+        ((0.308, 0.04, 5), (0.112, 0.06)),
+        ((0.5, 0.2, 3), (0.45, 0.1)),
+    ],
+)
+def test_compatibility_p_is_the_largest_welch_p_the_rounded_print_allows(ours, paper):
+    """Oracle: Welch's test by hand; every reading of the printed mean (+-0.0005) and std
+    (+-0.005) gives at most compatibility_p, and one reading gives it."""
+    import random
+
+    from fruit.reporting.stats import compatibility_p
+
+    p = compatibility_p(*ours, *paper)
+    rng = random.Random(0)
+    readings = [
+        _welch_two_sided_by_simpson(
+            *ours, paper[0] + rng.uniform(-5e-4, 5e-4), paper[1] + rng.uniform(-5e-3, 5e-3)
+        )
+        for _ in range(40)
+    ]
+    assert max(readings) <= p + 1e-4
+    towards = paper[0] + math.copysign(5e-4, ours[0] - paper[0])
+    grid = [paper[1] - 5e-3 + k * 1e-3 for k in range(11)]
+    assert max(_welch_two_sided_by_simpson(*ours, towards, s) for s in grid) == pytest.approx(
+        p, abs=1e-4
+    )
+
+
+def test_compatibility_has_its_level_and_finds_a_shifted_cell():
+    """Simulation: our 5 runs and the paper's 5 from one normal distribution (the paper's
+    summary printed rounded) differ in at most ~5% of draws; shifted by 2.5 stds, mostly."""
+    import random
+    import statistics
+
+    from fruit.reporting.stats import compatibility_p
+
+    rng = random.Random(1)
+
+    def differs(shift: float) -> bool:
+        ours = [rng.gauss(0.5 + shift, 0.1) for _ in range(5)]
+        theirs = [rng.gauss(0.5, 0.1) for _ in range(5)]
+        printed = (round(statistics.fmean(theirs), 3), round(statistics.pstdev(theirs), 2))
+        p = compatibility_p(statistics.fmean(ours), statistics.pstdev(ours), 5, *printed)
+        return p < ALPHA
+
+    assert sum(differs(0.0) for _ in range(1000)) / 1000 <= 0.065
+    assert sum(differs(0.25) for _ in range(300)) / 300 >= 0.6
+
+
+def test_not_better_is_contradicted_only_by_a_significant_improvement(tmp_path):
+    check = parse_check(f"{QF}/Tf+Sup partial.hierarchical <= {QF}/Tf partial.hierarchical")
+    assert check.negated
+    _five_runs(tmp_path, QF, "Tf", {("partial", "hierarchical"): [0.3, 0.35, 0.32, 0.31, 0.33]})
+    _five_runs(tmp_path, QF, "Tf+Sup", {("partial", "hierarchical"): [0.3, 0.4, 0.2, 0.35, 0.3]})
+    result = evaluate_check(check, load_runs(tmp_path, "claims"))
+    assert result.verdict == "consistent" and result.paper_p is None and result.paper_holds
+    _five_runs(tmp_path, QF, "Tf+Sup", {("partial", "hierarchical"): [0.8, 0.9, 0.85, 0.7, 0.9]})
+    result = evaluate_check(check, load_runs(tmp_path, "claims"))
+    assert result.verdict == "contradicted" and result.p_opposite == pytest.approx(1 / 252)
+
+
+def test_status_line_puts_the_central_claim_first_and_names_differing_cells(tmp_path):
+    from fruit.reporting.claims_report import counts_sentence, status_lines
+
+    paper = {r.architecture: r for r in paper_table(QF).rows}
+    # Tf at the paper's means in every column (with spread), Tf+Nd far below in FA hier.
+    for arch in ("Tf", "Tf+Nd"):
+        cells = dict(zip(reporting.COLUMNS, paper[arch].cells))
+        values = {
+            k: [c.mean + d for d in (-0.001, 0.001, 0.0, 0.0, 0.0)]
+            for k, c in cells.items()
+            if c.mean is not None and k != ("partial", "test")
+        }
+        if arch == "Tf+Nd":
+            values[("full", "hierarchical")] = [0.0, 0.01, 0.0, 0.02, 0.01]
+        _five_runs(tmp_path, QF, arch, values)
+    results = evaluate_claims(load_runs(tmp_path, "claims"))
+    assert results[0].claim.id == "C4" and results[0].claim.central
+    lines = status_lines(results)
+    assert lines[0].startswith("- **C4** (the central claim): **undecided**; our runs differ")
+    assert "question formation Tf+Nd hierarchical full accuracy (ours 0.008 over 5 runs" in lines[0]
+    assert "question formation Tf " not in lines[0]  # Tf's cells are the paper's
+    c2 = next(line for line in lines if line.startswith("- **C2**"))
+    assert "compatible with the paper's in every cell" in c2
+    # the tense/German claims have no runs here
+    assert "too few runs" in next(line for line in lines if line.startswith("- **C5**"))
+    assert "Distinct comparisons: 18" in counts_sentence(evaluate_claims([]))

@@ -293,12 +293,12 @@ def test_report_says_when_there_are_no_final_runs_yet(tmp_path, capsys):
     )
 
 
-def test_ours_vs_paper_labels_the_cells_far_from_the_paper():
-    """A point more than LABELLED_DIFFERENCE from the paper's mean carries its
-    architecture's name; the others do not."""
-    from fruit.reporting.figures import LABELLED_DIFFERENCE, ours_vs_paper_figure
+def test_ours_vs_paper_rings_and_labels_the_cells_that_differ_from_the_papers_runs():
+    """A point whose compatibility p is below the level carries its architecture, column
+    and claims; the others do not (however far from the identity line)."""
+    from fruit.reporting.figures import ours_vs_paper_figure
 
-    def cell(arch, column, ours, paper):
+    def cell(arch, column, ours, paper, p):
         return {
             "task": "question-formation",
             "architecture": arch,
@@ -307,16 +307,17 @@ def test_ours_vs_paper_labels_the_cells_far_from_the_paper():
             "ours_mean": ours,
             "ours_std": 0.01,
             "paper_mean": paper,
-            "paper_std": 0.02,
+            "paper_std": 0.3,
+            "compatibility_p": p,
         }
 
-    far = 0.5 + LABELLED_DIFFERENCE + 0.01
-    near = 0.5 + LABELLED_DIFFERENCE - 0.01
     records = [
-        cell("Tf+Nd", "hierarchical", 0.5, far),
-        cell("Tf", "hierarchical", 0.5, near),
-        cell("LSTM", "linear", far, 0.5),
+        cell("Tf+Nd", "hierarchical", 0.02, 0.32, 0.039),
+        cell("Tf", "hierarchical", 0.1, 0.6, 0.2),  # far, but compatible
+        cell("LSTM", "linear", 0.9, 0.5, 0.01),
+        cell("Tf+Sup", "linear", 0.9, 0.5, None),  # too few runs to test
     ]
-    fig = ours_vs_paper_figure(records, "title")
+    claims_of = {("question-formation", "Tf+Nd", "full", "hierarchical"): ["C4"]}
+    fig = ours_vs_paper_figure(records, "title", claims_of)
     labels = sorted(t.get_text() for t in fig.axes[0].texts)
-    assert labels == ["LSTM", "Tf+Nd"]
+    assert labels == ["LSTM FA linear", "Tf+Nd FA hier. (C4)"]

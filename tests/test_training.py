@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from fruit import batching, profiles, training
-from fruit.cli import main as cli_main
 from fruit.breakdown import subject_groups
+from fruit.cli import main as cli_main
 from fruit.errors import FruitError
 from fruit.evaluation import evaluate
 from fruit.training import loop

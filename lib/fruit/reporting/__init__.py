@@ -168,11 +168,12 @@ def write_bar_charts(
 def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Path) -> list[Path]:
     """``claims.md`` / ``.csv`` / ``.tex``: every claim of ``reporting/data/claims.toml``
     checked on the profile's final runs (``fruit.reporting.claims``)."""
-    from fruit.reporting.claims import (
+    from fruit.reporting.claims import evaluate_claims
+    from fruit.reporting.claims_report import (
         claims_records,
-        evaluate_claims,
         latex_claims,
         markdown_claims,
+        other_cells,
     )
 
     first = next(iter(tables.values()), None)
@@ -180,7 +181,7 @@ def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Pa
     results = evaluate_claims(runs)
     out_dir = Path(out_dir)
     files = {
-        "claims.md": markdown_claims(results, note),
+        "claims.md": markdown_claims(results, note, others=other_cells(results, tables)),
         "claims.csv": csv_records(claims_records(results)),
         "claims.tex": latex_claims(results, note),
     }
@@ -190,7 +191,10 @@ def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Pa
 
 
 def write_ours_vs_paper(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
-    """``ours-vs-paper.png/.pdf``: every cell of ours against the paper's (accuracies)."""
+    """``ours-vs-paper.png/.pdf``: every cell of ours against the paper's (accuracies),
+    the cells that differ from the paper's runs ringed and labelled with their claims."""
+    from fruit.reporting.claims import load_claims
+
     records = [
         r
         for task, t in tables.items()
@@ -199,12 +203,17 @@ def write_ours_vs_paper(tables: dict[str, Table], out_dir: str | Path) -> list[P
     ]
     if not records:
         return []
+    claims_of: dict[tuple, list[str]] = {}
+    for claim in load_claims():
+        for check in claim.checks:
+            for s in check.cell_sides():
+                ids = claims_of.setdefault((s.task, s.architecture, s.accuracy, s.column), [])
+                if claim.id not in ids:
+                    ids.append(claim.id)
     first = next(iter(tables.values()))
     title = "Ours against the paper; " + (first.scale_note or f"profile {first.source}")
-    code = sorted({c for t in tables.values() for c in t.code})
-    if code:
-        title += f"; code {', '.join(code)}"
-    return save_figure(ours_vs_paper_figure(records, title), Path(out_dir) / "ours-vs-paper")
+    figure = ours_vs_paper_figure(records, title, claims_of)
+    return save_figure(figure, Path(out_dir) / "ours-vs-paper")
 
 
 def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:

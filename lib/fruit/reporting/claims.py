@@ -1,4 +1,5 @@
-"""The paper's claims, checked: each claim's comparisons over our final runs, with a verdict.
+"""The paper's claims, checked: each claim's comparisons over our final runs, with a verdict,
+and each cell they compare tested for compatibility with the paper's runs.
 
 The claims are data (``reporting/data/claims.toml``): a claim holds comparisons of cell
 means such as ``question-formation/Tf full.linear > full.hierarchical``. For each
@@ -6,7 +7,7 @@ comparison we compute
 
 * the paper's evidence: the same comparison on the paper's means (``paper_tables.csv``);
 * ours: the means over our complete final runs, and a one-sided exact permutation test
-  of the claimed direction and of the opposite one:
+  of the claimed direction and of the opposite one (``fruit.reporting.stats``):
 
   - against a number: the sign-flip test of ``x_i - c`` over the runs;
   - two columns of the same runs: the paired sign-flip test of the differences;
@@ -18,11 +19,20 @@ comparison we compute
 
 A comparison is *reproduced* when the claimed direction is significant at ``ALPHA``,
 *contradicted* when the opposite direction is, and *undecided* otherwise (also when a
-cell has fewer than ``MIN_RUNS`` complete runs). A claim is reproduced when every
-comparison is, contradicted when any is, and undecided otherwise. The tests use only the
-runs' own numbers: no distribution is assumed.
+cell has fewer than ``MIN_RUNS`` complete runs). A comparison that states no difference
+(``<=`` / ``>=``: "not better", as the paper says of Tf+Sup on question formation) can
+be contradicted but not shown by such a test: it is *consistent* when not contradicted.
+A claim is reproduced when every comparison that states a difference is reproduced and
+none is contradicted, contradicted when any is, and undecided otherwise. The tests use
+only the runs' own numbers: no distribution is assumed.
 
-Does the paper's own evidence pass such a test? Its runs are not public, only their
+That verdict asks whether our runs show what the paper claims. A second question is
+whether our runs could be the paper's: for every cell a comparison uses, ``compatibility``
+is the two-sided p-value of Welch's test of our runs' mean against the paper's printed
+mean and std (``fruit.reporting.stats.compatibility_p``); below ``ALPHA`` the cell
+*differs* from the paper's runs.
+
+Does the paper's own evidence pass the claim's test? Its runs are not public, only their
 means and standard deviations over ``PAPER_RUNS`` runs, so ``paper_p`` tests each
 comparison on those with a one-sided t-test: one-sample against a number, Welch's between
 two cells, and one-sample on the differences between two columns of the same runs, whose
@@ -30,14 +40,16 @@ standard deviation is unknown and taken at its largest, the sum of the two colum
 printed number is moved to the least favourable point of its rounding interval (for
 Welch's test, whose degrees of freedom depend on the stds, the largest p over a grid of
 the two intervals) and the (population) standard deviations are turned into sample ones,
-so ``paper_p`` is an upper bound on the t-test's p-value for the paper's runs; a t-test assumes roughly normal run-to-run spread,
-which 5 bounded accuracies can only approximate. A claim whose ``paper_p`` exceeds
-``ALPHA`` is one that the paper's 5 runs would leave undecided too.
+so ``paper_p`` is an upper bound on the t-test's p-value for the paper's runs; a t-test
+assumes roughly normal run-to-run spread, which 5 bounded accuracies can only
+approximate. A claim whose ``paper_p`` exceeds ``ALPHA`` is one that the paper's 5 runs
+would leave undecided too.
+
+Rendering (Markdown, LaTeX, CSV, the status line) is ``fruit.reporting.claims_report``.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -46,18 +58,30 @@ from importlib import resources
 
 from fruit.errors import FruitError
 from fruit.reporting.runs import COLUMNS, RunResult
+from fruit.reporting.stats import (
+    COMPATIBILITY_LEVEL,
+    PAPER_MEAN_HALF_UNIT,
+    PAPER_RUNS,
+    PAPER_STD_HALF_UNIT,
+    compatibility_p,
+    printed_std_interval,
+    sample_std,
+    sign_flip_p,
+    student_t_sf,
+    two_sample_p,
+    welch_p,
+)
 
 ALPHA = 0.05
 MIN_RUNS = 3
-PAPER_RUNS = 5  # runs behind each of the paper's means ("the mean of 5 runs")
-PAPER_MEAN_HALF_UNIT = 0.0005  # means are printed with 3 decimals
-PAPER_STD_HALF_UNIT = 0.005  # standard deviations with 2
-WELCH_GRID = 11  # points per std's rounding interval over which paper_p maximises Welch's p
 VERDICTS = ("reproduced", "contradicted", "undecided")
+# a comparison's verdicts: a claim's, and "consistent" for a statement of no difference
+CHECK_VERDICTS = (*VERDICTS, "consistent")
+STRICT = {">": ">", "<": "<", ">=": ">", "<=": "<"}  # the direction a check's test is about
 
 _CHECK = re.compile(
     r"^(?P<task>[a-z-]+)/(?P<arch>[A-Za-z+]+) (?P<acc>full|partial)\.(?P<col>[a-z_]+) "
-    r"(?P<op>[<>]) (?P<right>.+)$"
+    r"(?P<op><=|>=|[<>]) (?P<right>.+)$"
 )
 
 
@@ -81,7 +105,7 @@ class Side:
 class Check:
     text: str
     left: Side
-    op: str  # ">" or "<"
+    op: str  # ">", "<", or ">=" / "<=" (no difference the other way: "not better")
     right: Side
 
     @property
@@ -90,8 +114,21 @@ class Check:
         r, left = self.right, self.left
         return r.number is None and (r.task, r.architecture) == (left.task, left.architecture)
 
+    @property
+    def negated(self) -> bool:
+        """States no difference in one direction ("<=": left not above right)."""
+        return self.op in ("<=", ">=")
+
+    @property
+    def sign(self) -> int:
+        """+1 when the claimed direction is left above right, else -1."""
+        return 1 if STRICT[self.op] == ">" else -1
+
+    def cell_sides(self) -> tuple[Side, ...]:
+        return tuple(s for s in (self.left, self.right) if s.number is None)
+
     def cells(self) -> set[tuple[str, str]]:
-        return {(s.task, s.architecture) for s in (self.left, self.right) if s.number is None}
+        return {(s.task, s.architecture) for s in self.cell_sides()}
 
 
 @dataclass(frozen=True)
@@ -99,9 +136,24 @@ class Claim:
     id: str
     claim: str
     checks: tuple[Check, ...]
+    central: bool = False  # the paper's central claim: reported first
 
     def cells(self) -> set[tuple[str, str]]:
         return set().union(*(c.cells() for c in self.checks))
+
+
+@dataclass(frozen=True)
+class Compatibility:
+    """One cell of a comparison: our runs against the paper's printed mean and std."""
+
+    side: Side
+    ours: tuple[float, float, int] | None  # mean, population std, runs (None: no runs)
+    paper: tuple[float, float]  # mean, population std as printed
+    p: float | None  # two-sided Welch p (None: fewer than 2 runs of ours)
+
+    @property
+    def differs(self) -> bool:
+        return self.p is not None and self.p < COMPATIBILITY_LEVEL
 
 
 @dataclass(frozen=True)
@@ -111,10 +163,11 @@ class CheckResult:
     paper_holds: bool
     ours: tuple[float, float] | None  # our means (None: too few runs)
     runs: tuple[int, int]  # complete runs behind each side (the number side: 0)
-    p_claimed: float | None  # one-sided p-value of the claimed direction
+    p_claimed: float | None  # one-sided p-value of the claimed (strict) direction
     p_opposite: float | None
-    verdict: str
-    paper_p: float  # an upper bound on a t-test's p-value of the claim on the paper's runs
+    verdict: str  # one of CHECK_VERDICTS
+    paper_p: float | None  # an upper bound on a t-test's p of the claim on the paper's runs
+    compatibility: tuple[Compatibility, ...] = ()  # one per cell side
 
 
 @dataclass(frozen=True)
@@ -125,9 +178,20 @@ class ClaimResult:
     @property
     def verdict(self) -> str:
         verdicts = {c.verdict for c in self.checks}
-        if verdicts == {"reproduced"}:
-            return "reproduced"
-        return "contradicted" if "contradicted" in verdicts else "undecided"
+        if "contradicted" in verdicts:
+            return "contradicted"
+        stated = verdicts - {"consistent"}
+        return "reproduced" if stated == {"reproduced"} else "undecided"
+
+    def differing(self) -> list[Compatibility]:
+        """The cells of its comparisons where our runs differ from the paper's (each once)."""
+        seen, cells = set(), []
+        for c in self.checks:
+            for cell in c.compatibility:
+                if cell.differs and cell.side not in seen:
+                    seen.add(cell.side)
+                    cells.append(cell)
+        return cells
 
 
 def parse_check(text: str) -> Check:
@@ -167,38 +231,17 @@ def load_claims() -> tuple[Claim, ...]:
 
     text = resources.files("fruit.reporting").joinpath("data", "claims.toml").read_text("utf-8")
     return tuple(
-        Claim(c["id"], c["claim"], tuple(parse_check(t) for t in c["checks"]))
+        Claim(
+            c["id"],
+            c["claim"],
+            tuple(parse_check(t) for t in c["checks"]),
+            bool(c.get("central", False)),
+        )
         for c in tomllib.loads(text)["claims"]
     )
 
 
 # ----------------------------------------------------------------------------- tests
-
-
-def sign_flip_p(differences: list[float]) -> float:
-    """One-sided exact p-value that the mean of ``differences`` is > 0: the share of the
-    2^n sign assignments whose mean is at least the observed one."""
-    observed = sum(differences)
-    count = total = 0
-    for signs in itertools.product((1, -1), repeat=len(differences)):
-        total += 1
-        count += sum(s * d for s, d in zip(signs, differences)) >= observed - 1e-12
-    return count / total
-
-
-def two_sample_p(a: list[float], b: list[float]) -> float:
-    """One-sided exact p-value that mean(a) > mean(b): the share of the splits of the
-    pooled values into groups of len(a) and len(b) whose difference of means is at least
-    the observed one."""
-    pooled = a + b
-    observed = sum(a) / len(a) - sum(b) / len(b)
-    count = total = 0
-    for chosen in itertools.combinations(range(len(pooled)), len(a)):
-        first = [pooled[i] for i in chosen]
-        rest = [pooled[i] for i in range(len(pooled)) if i not in set(chosen)]
-        total += 1
-        count += sum(first) / len(first) - sum(rest) / len(rest) >= observed - 1e-12
-    return count / total
 
 
 def _values(runs: list[RunResult], side: Side) -> list[tuple[int, float]]:
@@ -223,32 +266,21 @@ def _paper_cell(side: Side) -> tuple[float, float]:
     return cell.mean, cell.std
 
 
-def student_t_sf(t: float, df: float) -> float:
-    """P(T >= t) for Student's t distribution with ``df`` degrees of freedom, from the
-    regularised incomplete beta function: P(|T| >= |t|) = I_{df/(df+t^2)}(df/2, 1/2)."""
-    import mpmath  # a dependency of sympy
-
-    if math.isinf(t):
-        return 0.0 if t > 0 else 1.0
-    tail = 0.5 * float(mpmath.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True))
-    return tail if t >= 0 else 1.0 - tail
-
-
-def paper_p(check: Check, n: int = PAPER_RUNS) -> float:
+def paper_p(check: Check, n: int = PAPER_RUNS) -> float | None:
     """An upper bound on the one-sided t-test p-value of ``check`` on the paper's runs,
-    from their printed means and standard deviations (see the module docstring)."""
+    from their printed means and standard deviations (see the module docstring); None
+    for a statement of no difference, which a one-sided test cannot show."""
+    if check.negated:
+        return None
     sides = (check.left, check.right)
     (mean_l, std_l), (mean_r, std_r) = (_paper_cell(s) for s in sides)
-    sign = 1 if check.op == ">" else -1
     slack = sum(PAPER_MEAN_HALF_UNIT for s in sides if s.number is None)
-    difference = sign * (mean_l - mean_r) - slack  # the claimed direction, at its smallest
+    difference = check.sign * (mean_l - mean_r) - slack  # the claimed direction, at its smallest
 
-    def sample_std(side: Side, std: float) -> float:
-        if side.number is not None:
-            return 0.0
-        return (std + PAPER_STD_HALF_UNIT) * math.sqrt(n / (n - 1))
+    def largest_std(side: Side, std: float) -> float:
+        return 0.0 if side.number is not None else sample_std(std + PAPER_STD_HALF_UNIT, n)
 
-    s_l, s_r = sample_std(check.left, std_l), sample_std(check.right, std_r)
+    s_l, s_r = largest_std(check.left, std_l), largest_std(check.right, std_r)
     if check.right.number is not None:
         return student_t_sf(difference / (s_l / math.sqrt(n)), n - 1.0)
     if check.paired:  # sd(a - b) <= sd(a) + sd(b)
@@ -256,37 +288,35 @@ def paper_p(check: Check, n: int = PAPER_RUNS) -> float:
     # Welch's test: its degrees of freedom depend on the two stds too, so a larger std
     # need not give a larger p; take the largest p over a grid of each std's rounding
     # interval (printed std -+ half a unit, as a sample std)
-    scale = math.sqrt(n / (n - 1))
-    grid = [k / (WELCH_GRID - 1) for k in range(WELCH_GRID)]
-
-    def interval(std: float) -> list[float]:
-        low, high = max(std - PAPER_STD_HALF_UNIT, 0.0), std + PAPER_STD_HALF_UNIT
-        return [(low + g * (high - low)) * scale for g in grid]
-
     return max(
-        _welch_p(difference, a, b, n)
-        for a in interval(std_l)
-        for b in interval(std_r)
+        welch_p(difference, a, b, n)
+        for a in printed_std_interval(std_l, n)
+        for b in printed_std_interval(std_r, n)
         if a > 0 or b > 0
     )
 
 
-def _welch_p(difference: float, s_l: float, s_r: float, n: int) -> float:
-    """One-sided p of Welch's t-test for a difference of means of two groups of ``n``
-    runs with sample stds ``s_l`` and ``s_r`` (Welch-Satterthwaite degrees of freedom)."""
-    v_l, v_r = s_l**2 / n, s_r**2 / n
-    df = (v_l + v_r) ** 2 / (v_l**2 / (n - 1) + v_r**2 / (n - 1))
-    return student_t_sf(difference / math.sqrt(v_l + v_r), df)
+def compatibility(side: Side, runs: list[RunResult]) -> Compatibility:
+    """Our complete final runs of ``side``'s cell against the paper's (two-sided Welch)."""
+    values = [v for _, v in _values(runs, side)]
+    paper = _paper_cell(side)
+    if not values:
+        return Compatibility(side, None, paper, None)
+    mean = math.fsum(values) / len(values)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+    return Compatibility(
+        side, (mean, std, len(values)), paper, compatibility_p(mean, std, len(values), *paper)
+    )
 
 
 def _holds(left: float, op: str, right: float) -> bool:
-    return left > right if op == ">" else left < right
+    return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right}[op]
 
 
 def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) -> CheckResult:
     paper = (_paper_cell(check.left)[0], _paper_cell(check.right)[0])
     left = _values(runs, check.left)
-    sign = 1 if check.op == ">" else -1  # test "left - right > 0" times sign
+    sign = check.sign  # test "left - right > 0" times sign
     if check.right.number is not None:
         right: list[tuple[int, float]] = []
         diffs = [sign * (v - check.right.number) for _, v in left]
@@ -313,7 +343,9 @@ def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) ->
     verdict = "undecided"
     if enough:
         p_claimed, p_opposite = tests[0](), tests[1]()
-        if p_claimed <= alpha:
+        if check.negated:  # "<=": only left significantly above right goes against it
+            verdict = "contradicted" if p_opposite <= alpha else "consistent"
+        elif p_claimed <= alpha:
             verdict = "reproduced"
         elif p_opposite <= alpha:
             verdict = "contradicted"
@@ -327,6 +359,7 @@ def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) ->
         p_opposite,
         verdict,
         paper_p(check),
+        tuple(compatibility(side, runs) for side in check.cell_sides()),
     )
 
 
@@ -335,139 +368,10 @@ def _mean(values: list[tuple[int, float]]) -> float:
 
 
 def evaluate_claims(runs: list[RunResult], alpha: float = ALPHA) -> list[ClaimResult]:
-    """Every claim of ``load_claims()`` against ``runs`` (final runs are used)."""
+    """Every claim of ``load_claims()`` against ``runs`` (final runs are used), the
+    central claim first."""
+    claims = sorted(load_claims(), key=lambda c: not c.central)
     return [
         ClaimResult(claim, tuple(evaluate_check(c, runs, alpha) for c in claim.checks))
-        for claim in load_claims()
+        for claim in claims
     ]
-
-
-# ----------------------------------------------------------------------------- rendering
-
-
-def _pair(values: tuple[float, float] | None, op: str) -> str:
-    if values is None:
-        return "--"
-    return f"{values[0]:.3f} {op} {values[1]:.3f}"
-
-
-def _p(value: float | None) -> str:
-    return "--" if value is None else f"{value:.3f}"
-
-
-def _runs(result: CheckResult) -> str:
-    left, right = result.runs
-    if result.check.right.number is not None or result.check.paired:
-        return str(left)
-    return f"{left}, {right}"
-
-
-def claims_records(results: list[ClaimResult]) -> list[dict]:
-    """One record per comparison (the claim's verdict repeated), for CSV."""
-    return [
-        {
-            "claim": r.claim.id,
-            "claim_verdict": r.verdict,
-            "comparison": c.check.text,
-            "paper_left": c.paper[0],
-            "paper_right": c.paper[1],
-            "paper_holds": c.paper_holds,
-            "paper_p": c.paper_p,
-            "ours_left": None if c.ours is None else c.ours[0],
-            "ours_right": None if c.ours is None else c.ours[1],
-            "runs": _runs(c),
-            "p_claimed": c.p_claimed,
-            "p_opposite": c.p_opposite,
-            "verdict": c.verdict,
-        }
-        for r in results
-        for c in r.checks
-    ]
-
-
-def markdown_claims(results: list[ClaimResult], note: str, alpha: float = ALPHA) -> str:
-    """The claims table: claim, the paper's evidence, ours, the test, the verdict."""
-    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
-    lines = [
-        f"**The paper's claims, checked ({note}).** "
-        + ", ".join(f"{n} {v}" for v, n in counts.items())
-        + f". Each comparison is tested over our final runs with a one-sided exact "
-        f"permutation test at level {alpha:g} (sign flips against a number or between two "
-        "columns of the same runs; all splits of the pooled runs between two cells): "
-        "reproduced when the claimed direction is significant, contradicted when the "
-        "opposite is, undecided otherwise or with fewer than "
-        f"{MIN_RUNS} complete runs. Paper: the same comparison on the paper's means. "
-        "Paper p: the claimed direction tested on the paper's printed means and standard "
-        f"deviations over its {PAPER_RUNS} runs with a one-sided t-test (Welch's between two "
-        "cells; between two columns of the same runs with the largest spread of the "
-        "differences that the columns allow), every number taken at the least favourable "
-        "end of its rounding: an upper bound; above the level, the paper's own runs do not "
-        "decide the comparison either.",
-        "",
-        "| Claim | Verdict | Comparison | Paper | Paper p | Ours | Runs | p claimed | p opposite | |",
-        "|:---|:---|:---|---:|---:|---:|---:|---:|---:|:---|",
-    ]
-    for r in results:
-        for k, c in enumerate(r.checks):
-            head = (f"**{r.claim.id}** {r.claim.claim}", f"**{r.verdict}**") if k == 0 else ("", "")
-            paper = _pair(c.paper, c.check.op) + ("" if c.paper_holds else " (fails)")
-            lines.append(
-                "| "
-                + " | ".join(
-                    [
-                        *head,
-                        f"`{c.check.text}`",
-                        paper,
-                        _p(c.paper_p),
-                        _pair(c.ours, c.check.op if c.ours is None else _op(c.ours)),
-                        _runs(c),
-                        _p(c.p_claimed),
-                        _p(c.p_opposite),
-                        c.verdict,
-                    ]
-                )
-                + " |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def _op(values: tuple[float, float]) -> str:
-    a, b = values
-    return ">" if a > b else "<" if a < b else "="
-
-
-def latex_claims(results: list[ClaimResult], note: str) -> str:
-    """The claims table as a booktabs tabular (one row per comparison)."""
-
-    def tex(text: str) -> str:
-        return text.replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
-
-    lines = [
-        f"% The paper's claims, checked ({tex(note)}); one-sided exact permutation tests, level {ALPHA:g}",
-        "% paper p: a one-sided t-test on the paper's printed means and stds (an upper bound)",
-        r"\begin{tabular}{llllrrr}",
-        r"\toprule",
-        r"Claim & Verdict & Comparison & Paper & Paper $p$ & Ours & $p$ \\",
-        r"\midrule",
-    ]
-    for r in results:
-        for k, c in enumerate(r.checks):
-            head = (r.claim.id, r.verdict) if k == 0 else ("", "")
-            lines.append(
-                " & ".join(
-                    [
-                        *head,
-                        r"\texttt{" + tex(c.check.text) + "}",
-                        _pair(c.paper, c.check.op).replace("<", "$<$").replace(">", "$>$"),
-                        _p(c.paper_p),
-                        _pair(c.ours, c.check.op if c.ours is None else _op(c.ours))
-                        .replace("<", "$<$")
-                        .replace(">", "$>$"),
-                        _p(c.p_claimed),
-                    ]
-                )
-                + r" \\"
-            )
-        lines.append(r"\midrule" if r is not results[-1] else r"\bottomrule")
-    lines.append(r"\end{tabular}")
-    return "\n".join(lines) + "\n"

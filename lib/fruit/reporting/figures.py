@@ -23,6 +23,7 @@ from matplotlib.patches import Patch
 
 from fruit.io import atomic_open
 from fruit.reporting.runs import ARCHITECTURE_ORDER, TASK_TITLES
+from fruit.reporting.stats import COMPATIBILITY_LEVEL
 
 FIG_WIDTH = 8.0  # inches
 ROW_HEIGHT = 2.4  # inches per task
@@ -34,7 +35,6 @@ STYLE = {
     "linear": {"fill": (1.0, 0.6, 0.6), "edge": (0.6, 0.0, 0.0), "label": "Linear"},
 }
 YLABELS = {"full": "Full Accuracy", "partial": "Partial Accuracy"}
-LABELLED_DIFFERENCE = 0.1  # ours-vs-paper: points this far from the paper's mean get a label
 
 
 def figure_pixels(n_tasks: int) -> tuple[int, int]:
@@ -141,12 +141,38 @@ CELL_MARKERS = {
 }
 
 
-def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
+def _differs(record: dict) -> bool:
+    p = record.get("compatibility_p")
+    return p is not None and p < COMPATIBILITY_LEVEL
+
+
+def _close_groups(points: list[dict], distance: float = 0.05) -> list[list[dict]]:
+    """The points in groups of ones within ``distance`` of the group's first (in both
+    coordinates), so that a crowded spot gets one stack of labels."""
+    groups: list[list[dict]] = []
+    for r in sorted(points, key=lambda r: (-r["ours_mean"], r["paper_mean"])):
+        for group in groups:
+            first = group[0]
+            if (
+                abs(first["paper_mean"] - r["paper_mean"]) <= distance
+                and abs(first["ours_mean"] - r["ours_mean"]) <= distance
+            ):
+                group.append(r)
+                break
+        else:
+            groups.append([r])
+    return groups
+
+
+def ours_vs_paper_figure(
+    records: list[dict], title: str, claims_of: dict[tuple, list[str]] | None = None
+) -> Figure:
     """Our cell means against the paper's, both with ±1 std error bars, and the identity
     line: one point per (task, architecture, accuracy column), one colour per task and one
-    marker per column (``CELL_MARKERS``), each with its legend; a point more than
-    ``LABELLED_DIFFERENCE`` from the paper's mean is labelled with its architecture, so
-    that the cells that disagree most can be found without the comparison tables.
+    marker per column (``CELL_MARKERS``), each with its legend. A point whose runs differ
+    from the paper's (``compatibility_p`` below ``COMPATIBILITY_LEVEL``) gets a black ring
+    and a label: its architecture, column and, from ``claims_of`` ((task, architecture,
+    accuracy, column) -> claim ids), the claims that compare it.
 
     ``records`` are ``fruit.reporting.tables.comparison`` records; the log-ratio columns
     (another scale) are left out, and so are cells missing on either side."""
@@ -160,6 +186,7 @@ def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
     tasks = list(dict.fromkeys(r["task"] for r in points))
     cells = [c for c in CELL_MARKERS if any((r["accuracy"], r["column"]) == c for r in points)]
     colours = dict(zip(tasks, sns.color_palette("colorblind", max(len(tasks), 1))))
+    differing = [r for r in points if _differs(r)]
     with sns.axes_style("ticks"):
         fig = Figure(figsize=(5.5, 5.8), dpi=DPI, layout="constrained")
         ax = fig.subplots()
@@ -184,16 +211,38 @@ def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
                     capsize=2,
                     color=colours[task],
                 )
-                for r in mine:
-                    if abs(r["ours_mean"] - r["paper_mean"]) > LABELLED_DIFFERENCE:
-                        ax.annotate(
-                            r["architecture"],
-                            (r["paper_mean"], r["ours_mean"]),
-                            xytext=(4, 3),
-                            textcoords="offset points",
-                            fontsize=7,
-                            color=colours[task],
-                        )
+        ax.scatter(
+            [r["paper_mean"] for r in differing],
+            [r["ours_mean"] for r in differing],
+            s=140,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.0,
+            zorder=3,
+        )
+        for group in _close_groups(differing):
+            anchor = group[0]
+            x, y = anchor["paper_mean"], anchor["ours_mean"]
+            right = x > 0.7  # near the right edge: labels to the left of the point
+            below = y > 0.15  # labels below the point, but inside the axes at the bottom
+            for j, r in enumerate(group):
+                claims = (claims_of or {}).get(
+                    (r["task"], r["architecture"], r["accuracy"], r["column"]), []
+                )
+                text = f"{r['architecture']} {CELL_MARKERS[(r['accuracy'], r['column'])][1]}"
+                if claims:
+                    text += f" ({', '.join(claims)})"
+                step = -9 * (j + 1) - 4 if below else 9 * (len(group) - j) - 2
+                ax.annotate(
+                    text,
+                    (x, y),
+                    xytext=(-10 if right else 10, step),
+                    textcoords="offset points",
+                    ha="right" if right else "left",
+                    fontsize=7,
+                    color=colours[r["task"]],
+                    arrowprops=None if j else {"arrowstyle": "-", "color": "0.5", "lw": 0.5},
+                )
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(-0.03, 1.03)
         ax.set_aspect("equal")
@@ -222,6 +271,19 @@ def ours_vs_paper_figure(records: list[dict], title: str) -> Figure:
             )
             for c in cells
         ]
+        if differing:
+            cell_handles.append(
+                Line2D(
+                    [],
+                    [],
+                    linestyle="",
+                    marker="o",
+                    markersize=10,
+                    markerfacecolor="none",
+                    markeredgecolor="black",
+                    label="differs from the paper's runs",
+                )
+            )
         ax.add_artist(ax.legend(handles=task_handles, loc="upper left", fontsize=8, frameon=False))
         ax.legend(handles=cell_handles, loc="lower right", fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=8, x=0.02, ha="left", wrap=True)

@@ -11,6 +11,7 @@ import csv
 import io
 
 from fruit.reporting.runs import COLUMNS
+from fruit.reporting.stats import COMPATIBILITY_LEVEL
 from fruit.reporting.tables import PAPER, PriorRow, Row, Table, paper_footnotes
 
 HEADERS = {"test": "Test", "hierarchical": "Hier.", "linear": "Linear", "log_ratio": "Log Ratio"}
@@ -271,8 +272,10 @@ def markdown_comparison(ours: Table, records: list[dict]) -> str:
     heads = [f"{acc.title()[0]}A {HEADERS[col]}" for acc, col in COLUMNS]
     lines = [
         f"**{caption(ours)}** Compared with the paper: each cell is ours / paper (ours - "
-        "paper, and that difference in units of the paper's std, σ; a printed std of .00 "
-        "counts as 0.005).",
+        "paper; p: a two-sided Welch test of our runs against the paper's printed mean and "
+        "std over its 5 runs, at the reading of the rounded print most favourable to "
+        f"compatibility). **Differs**: p below {COMPATIBILITY_LEVEL:g}, our runs are not "
+        "compatible with the paper's.",
         "",
         "| " + " | ".join(["Architecture", "Runs", *heads]) + " |",
         "|" + "|".join([":---", "---:"] + ["---:"] * len(COLUMNS)) + "|",
@@ -283,11 +286,11 @@ def markdown_comparison(ours: Table, records: list[dict]) -> str:
         for rec in recs:
             o = "--" if rec["ours_mean"] is None else format_mean(rec["ours_mean"])
             p = "--" if rec["paper_mean"] is None else format_mean(rec["paper_mean"])
-            d = (
-                ""
-                if rec["difference"] is None
-                else f" ({rec['difference']:+.3f}, {rec['difference_in_paper_std']:+.1f}σ)"
-            )
+            d = "" if rec["difference"] is None else f" ({rec['difference']:+.3f}"
+            q = rec.get("compatibility_p")
+            if d:
+                d += ")" if q is None else f", p {q:.3f})"
+                d += " **differs**" if q is not None and q < COMPATIBILITY_LEVEL else ""
             cells.append(f"{o} / {p}{d}")
         lines.append("| " + " | ".join([row.architecture, row.runs_label(), *cells]) + " |")
     return "\n".join(lines) + "\n"

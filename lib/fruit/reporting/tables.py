@@ -24,6 +24,7 @@ from fruit.reporting.runs import (
     TASK_TITLES,
     RunResult,
 )
+from fruit.reporting.stats import compatibility_p
 
 # Which mean is best, per column: the maximum, except the linear-rule accuracy (minimum).
 BEST = {"test": max, "hierarchical": max, "linear": min, "log_ratio": max}
@@ -290,7 +291,9 @@ PRINTED_STD_FLOOR = 0.005
 
 def comparison(ours: Table, paper: Table) -> list[dict]:
     """One record per (architecture, column): our mean/std, the paper's, ours minus paper,
-    and that difference in units of the paper's std (at least ``PRINTED_STD_FLOOR``)."""
+    that difference in units of the paper's std (at least ``PRINTED_STD_FLOOR``), and the
+    two-sided p-value that our runs are compatible with the paper's
+    (``fruit.reporting.stats.compatibility_p``; None with fewer than 2 runs)."""
     records = []
     for row in ours.rows:
         theirs = paper.row(row.architecture)
@@ -299,6 +302,9 @@ def comparison(ours: Table, paper: Table) -> list[dict]:
             p = theirs.cells[j] if theirs is not None else Cell()
             diff = o.mean - p.mean if o.mean is not None and p.mean is not None else None
             in_std = None if diff is None else diff / max(p.std or 0.0, PRINTED_STD_FLOOR)
+            compatible = None
+            if diff is not None and p.std is not None and row.runs:
+                compatible = compatibility_p(o.mean, o.std or 0.0, row.runs, p.mean, p.std)
             records.append(
                 {
                     "task": ours.task,
@@ -312,6 +318,7 @@ def comparison(ours: Table, paper: Table) -> list[dict]:
                     "paper_std": p.std,
                     "difference": diff,
                     "difference_in_paper_std": in_std,
+                    "compatibility_p": compatible,
                     "source": ours.source,
                     "note": ours.scale_note,
                 }
