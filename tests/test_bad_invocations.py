@@ -365,6 +365,22 @@ CORPUS += [
 ]  # fmt: skip
 
 
+# the second probe (issue 34): accepted and then a traceback, a misleading answer, or an
+# option silently doing nothing
+CORPUS += [
+    ("train-device-cpu-index", train("--device", "cpu:7"), "device 'cpu:7': the CPU has no numbered devices; use cpu"),
+    ("run-device-cpu-index", run("--device", "cpu:7"), "device 'cpu:7': the CPU has no numbered devices"),
+    ("train-data-dir-is-a-file", train(data=lambda m, t: a_file(t)), "a-file is a file, not a folder; give the folder that holds question-formation/train.tsv"),
+    ("train-generate-data-dir-is-a-file", lambda m, t: [*train(data=lambda m, t: a_file(t))(m, t), "--generate-data"], "a-file is a file, not a folder"),
+    ("run-data-dir-is-a-file", lambda m, t: [*run()(m, t), "--data-dir", str(a_file(t))], "--data-dir"),
+    ("run-time-limit-1s", run("--time-limit", "1s"), "--time-limit '1s' is too short"),
+    ("run-jobs-without-cluster", run("--jobs", 3), "--jobs sizes the batch jobs of --cluster slurm|pbs|sge and does nothing without it"),
+    ("run-gpus-memory-without-cluster", run("--gpus", 2, "--memory", "16GB"), "--memory --gpus size the batch jobs"),
+    ("run-workers-with-scheduler", run("--scheduler", "tcp://127.0.0.1:1", "--workers", 2), "--workers sizes the LocalCluster on this machine and does nothing with --scheduler"),
+    ("run-published-generated-profile", lambda m, t: [*run()(m, t), "--published", str(a_folder(t, "published"))], 'profile smoke generates its data ([data] source = "generated")'),
+]  # fmt: skip
+
+
 def test_the_corpus_is_large_enough():
     assert len(CORPUS) >= 50
 

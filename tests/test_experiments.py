@@ -491,7 +491,7 @@ def test_time_limits_parse(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "2x", "h", "-5", "0", "1d"])
+@pytest.mark.parametrize("text", ["", "2x", "h", "-5", "0", "1d", "1s", "29"])
 def test_bad_time_limits_are_refused(text):
     from fruit.commands.run import parse_duration
 

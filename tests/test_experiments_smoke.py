@@ -4,13 +4,16 @@ nothing is retrained), and through a real `dask scheduler` + two `dask worker`s 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from test_experiments_cluster import dask_processes, fruit_run
 
@@ -106,6 +109,8 @@ def _half_written(results: Path) -> list[Path]:
 def test_time_limited_calls_finish_the_sweep_with_the_uninterrupted_metrics(
     local_smoke, tmp_path: Path
 ):
+    from fruit.commands.run import EXIT_PAUSED
+
     home, _, _ = local_smoke
     cwd, results = tmp_path / "cwd", tmp_path / "x" / "results"
     cwd.mkdir()
@@ -119,11 +124,12 @@ def test_time_limited_calls_finish_the_sweep_with_the_uninterrupted_metrics(
             "--results", str(results), "--time-limit", f"{limit:g}s", cwd=cwd, timeout=300,
         )  # fmt: skip
         seconds = time.monotonic() - start
-        assert out.returncode == 0, out.stdout + out.stderr
         assert not _half_written(results), out.stdout
         calls.append((seconds, out.stdout))
         if "time limit reached" not in out.stdout:
+            assert out.returncode == 0, out.stdout + out.stderr
             break
+        assert out.returncode == EXIT_PAUSED, out.stdout + out.stderr  # runs left: try again
         # the limit counts from the command's start; allow the interpreter's start-up
         assert seconds < limit + 5, out.stdout
         assert "tables and figures not made" in out.stdout
@@ -250,33 +256,53 @@ def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize(
-    "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
-)
-def test_a_signal_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tmp_path, signum):
-    """SIGTERM or SIGINT to `fruit run` (kill PID; Slurm before a job's time limit): no run
-    starts, running ones pause resumably, the command ends normally; the next call
-    finishes with the metrics of the uninterrupted sweep. (Ctrl-C in a terminal sends
-    SIGINT to the Dask workers too; then the command may wait for a second Ctrl-C.)"""
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "Ctrl-C: SIGINT to its process group"])
+def test_a_signal_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tmp_path, how):
+    """SIGTERM to `fruit run` (kill PID; Slurm before a job's time limit), or Ctrl-C in a
+    terminal, which sends SIGINT to the whole process group, the LocalCluster's workers
+    included: no run starts, running ones pause resumably, the command ends within 30 s
+    without a traceback and says it paused in its exit status (EXIT_PAUSED); the next call
+    finishes with the metrics of the uninterrupted sweep. (Before the workers ignored
+    SIGINT, Ctrl-C killed them with a traceback each and the sweep waited for ever.)"""
+    from fruit.commands.run import EXIT_PAUSED
+
     home, _, _ = local_smoke
     results = tmp_path / "results"
     command = [
-        sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "1",
+        sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "2",
         "--device", "cpu", "--notebook", str(NOTEBOOK), "--results", str(results),
         "--architecture", "Tf+Sup", "--skip-reports",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while not list(results.glob("runs/smoke/*/*/*/runner.log")):  # a run has started
-        assert proc.poll() is None and time.monotonic() < deadline, "no run started"
-        time.sleep(0.1)
-    proc.send_signal(signum)
-    out = proc.communicate(timeout=300)[0].decode()
-    assert proc.returncode == 0, out
+    proc = subprocess.Popen(
+        command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not list(results.glob("runs/smoke/*/*/*/checkpoint.pt")):  # a run is mid-way
+            assert proc.poll() is None and time.monotonic() < deadline, "no run checkpointed"
+            time.sleep(0.1)
+        signum = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT
+        sent = time.monotonic()
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        out = proc.communicate(timeout=120)[0].decode()
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == EXIT_PAUSED, out
+    assert seconds < 30, f"ended {seconds:.0f} s after the signal:\n{out}"
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
     name = signal.Signals(signum).name
     assert f"{name}: pausing every run" in out and "paused on request" in out, out
     assert not _half_written(results)
     assert not (results / "runs" / "smoke" / "PAUSE").exists()
+    gone, alive = psutil.wait_procs(_group(proc.pid), timeout=15)
+    assert not alive, f"processes of the sweep outlived it: {alive}"
     ours = {
         k: v
         for k, v in _metrics(home / "results").items()
@@ -288,3 +314,13 @@ def test_a_signal_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tm
     assert again.returncode == 0, again.stdout + again.stderr
     assert "paused on request" not in again.stdout
     assert _metrics(results) == ours
+
+
+def _group(pgid: int) -> list[psutil.Process]:
+    """The processes still in process group ``pgid``."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(process.pid) == pgid:
+                found.append(process)
+    return found

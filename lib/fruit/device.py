@@ -29,6 +29,11 @@ def check_device(name: str | None = "auto", syntax_only: bool = False) -> str:
     if match is None:
         raise FruitError(f"unknown device {name!r}; valid choices: {DEVICE_CHOICES}")
     kind, index = match.group(1), match.group(2)
+    if kind == "cpu" and index is not None:  # torch takes cpu:7, then cannot load its saves
+        raise FruitError(
+            f"device {name!r}: the CPU has no numbered devices; use cpu "
+            f"(--threads sets how many cores a run uses); valid choices: {DEVICE_CHOICES}"
+        )
     if syntax_only or kind == "cpu":
         return name
     import torch

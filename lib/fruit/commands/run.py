@@ -12,7 +12,18 @@ import time
 from pathlib import Path
 
 from fruit.errors import FruitError
-from fruit.experiments.checks import check_run_options
+from fruit.experiments.checks import check_options_take_effect, check_run_options
+
+# fruit run's exit status: every planned run finished (and the reports were made) 0; a
+# run failed or a pair was skipped 1; bad input 2 (fruit.cli); paused with runs left (a
+# time limit, SIGTERM, Ctrl-C, the PAUSE file) 75, EX_TEMPFAIL of sysexits.h: "try
+# again", the same command goes on from there; stopped at once by a second signal 130.
+EXIT_PAUSED = 75
+EXIT_STOPPED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+# The shortest --time-limit: a LocalCluster starts in seconds, a run's kernel needs
+# RUN_START_SECONDS (fruit.experiments.worker) before its first batch, and closing down
+# keeps 5 s at least (fruit.experiments.sweep.time_limits).
+MIN_TIME_LIMIT = 30.0
 
 
 def default_notebook() -> Path:
@@ -97,11 +108,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--cluster", choices=("slurm", "pbs", "sge"), help="start workers through dask-jobqueue"
     )
-    where.add_argument("--jobs", type=int, default=1, help="jobqueue: number of jobs (default: 1)")
+    where.add_argument("--jobs", type=int, help="jobqueue: number of jobs (default: 1)")
     where.add_argument("--cores", type=int, help="jobqueue: cores per job")
     where.add_argument("--memory", help="jobqueue: memory per job, e.g. 16GB")
     where.add_argument("--walltime", help="jobqueue: walltime per job, e.g. 24:00:00")
-    where.add_argument("--gpus", type=int, default=0, help="jobqueue: GPUs per job, one run each")
+    where.add_argument("--gpus", type=int, help="jobqueue: GPUs per job, one run each (default: 0)")
     where.add_argument("--queue", help="jobqueue: queue / partition")
     where.add_argument("--account", help="jobqueue: account / project")
 
@@ -114,13 +125,18 @@ def _cluster(args):
     if args.scheduler:
         return ec.attach(args.scheduler, threads=args.threads or 1, dashboard=args.dashboard)
     if args.cluster:
-        options = {k: getattr(args, k) for k in ("cores", "memory", "walltime", "gpus")}
+        options = {k: getattr(args, k) for k in ("cores", "memory", "walltime")}
+        options["gpus"] = args.gpus or 0
         if args.queue:
             options["queue"] = args.queue
         if args.account:
             options["account"] = args.account
         return ec.connect_jobqueue(
-            args.cluster, jobs=args.jobs, threads=args.threads, dashboard=args.dashboard, **options
+            args.cluster,
+            jobs=args.jobs or 1,
+            threads=args.threads,
+            dashboard=args.dashboard,
+            **options,
         )
     return ec.local_cluster(
         workers=args.workers,
@@ -181,6 +197,12 @@ def parse_duration(text: str) -> float:
         seconds = 3600 * h + 60 * m + sec
     if not seconds > 0:
         raise FruitError(f"--time-limit must be positive, not {text!r}")
+    if seconds < MIN_TIME_LIMIT:
+        raise FruitError(
+            f"--time-limit {text!r} is too short: starting the workers and a run's kernel "
+            f"and closing down take about {MIN_TIME_LIMIT:g} s; give at least "
+            f"{MIN_TIME_LIMIT:g}s, e.g. 30m"
+        )
     return seconds
 
 
@@ -199,6 +221,7 @@ def main(args: argparse.Namespace) -> int:
         raise FruitError(f"--published {args.published!r} is not a folder")
     profile = load_profile(args.profile)
     only = selected_pairs(profile, args.task, args.architecture)
+    check_options_take_effect(args, profile)
     check_run_options(args)  # the device once, worker counts, writable folders
     if args.dry_run:
         from fruit.experiments.cost import describe
@@ -220,12 +243,25 @@ def main(args: argparse.Namespace) -> int:
         print(describe(profile, workers=args.workers or 2, pairs=pairs, results_dir=args.results))
         return 0
 
-    from fruit.experiments.sweep import Sweep
-
     cluster = _cluster(args)
     note = cluster.dashboard_note()
     if note:
         print(note, flush=True)
+    try:
+        return _sweep(args, profile, cluster, time_limit, started, only, allocator)
+    except KeyboardInterrupt:  # a second Ctrl-C (the first pauses): the cluster is closed
+        print(
+            "fruit: stopped at once; the same command goes on, each unfinished run from its "
+            "last checkpoint",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
+
+
+def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
+    """The sweep on ``cluster`` (closed at the end, whatever happens); its exit status."""
+    from fruit.experiments.sweep import Sweep
+
     try:
         sweep = Sweep(
             profile,
@@ -238,7 +274,7 @@ def main(args: argparse.Namespace) -> int:
             reports=not args.skip_reports,
             published_dir=args.published,
             figures_dir=args.figures,
-            time_limit=None if time_limit is None else time_limit - (time.time() - started),
+            time_limit=_time_left(time_limit, started),
             only=only,
             allocator=allocator,
             stream=sys.stdout,
@@ -247,7 +283,23 @@ def main(args: argparse.Namespace) -> int:
             result = sweep.run()
     finally:
         cluster.close()
-    return 0 if result.ok else 1
+    return exit_status(result)
+
+
+def _time_left(time_limit: float | None, started: float) -> float | None:
+    """What is left of ``time_limit`` after the start-up; where a loaded machine took all
+    of it, a moment, so that the sweep ends at once as a time limit ends it (no run
+    starts, exit status ``EXIT_PAUSED``) instead of refusing a negative limit."""
+    if time_limit is None:
+        return None
+    return max(time_limit - (time.time() - started), 1e-3)
+
+
+def exit_status(result) -> int:
+    """0 finished, 1 a run failed or a pair was skipped, ``EXIT_PAUSED`` runs left."""
+    if not result.ok:
+        return 1
+    return 0 if result.complete else EXIT_PAUSED
 
 
 @contextlib.contextmanager

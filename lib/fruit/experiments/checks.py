@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fruit.device import check_device
 from fruit.errors import FruitError, StorageError, check_integer
-from fruit.io import disk_full
+from fruit.io import check_folder, disk_full
 
 # A LocalCluster of more workers than this many per CPU core only thrashes (each worker
 # is a process that starts notebook kernels).
@@ -38,6 +38,9 @@ def check_run_options(args) -> None:
         check_integer("--workers", args.workers, 1, WORKERS_PER_CORE * cores)
     if args.threads is not None:
         check_integer("--threads", args.threads, 1, max(cores, 1) * WORKERS_PER_CORE)
+    data_dir = getattr(args, "data_dir", None)
+    if data_dir:
+        check_folder(data_dir, "--data-dir")
     notebook = getattr(args, "notebook", None)
     if notebook and not Path(notebook).is_file():
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")
@@ -51,6 +54,42 @@ def check_run_options(args) -> None:
         folders.append(Path(args.figures))
     for folder in folders:
         check_writable(folder)
+
+
+# The options that size dask-jobqueue's batch jobs: without --cluster they do nothing.
+JOBQUEUE_OPTIONS = ("jobs", "cores", "memory", "walltime", "gpus", "queue", "account")
+
+
+def check_options_take_effect(args, profile) -> None:
+    """A one-line FruitError for an option that the other options given make do nothing
+    (the user meant something that would not happen): the batch-job options without
+    ``--cluster``, ``--workers`` with a cluster that is not started here, and
+    ``--published`` for a profile that generates its data."""
+    if not getattr(args, "cluster", None):
+        given = [f"--{name}" for name in JOBQUEUE_OPTIONS if getattr(args, name, None) is not None]
+        if given:
+            one = len(given) == 1
+            raise FruitError(
+                f"{' '.join(given)} {'sizes' if one else 'size'} the batch jobs of --cluster "
+                f"slurm|pbs|sge and {'does' if one else 'do'} nothing without it; add "
+                f"--cluster, or leave {'it' if one else 'them'} out"
+            )
+    elif args.workers is not None:
+        raise FruitError(
+            "--workers sizes the LocalCluster on this machine and does nothing with "
+            "--cluster; use --jobs and --gpus there"
+        )
+    if getattr(args, "scheduler", None) and args.workers is not None:
+        raise FruitError(
+            "--workers sizes the LocalCluster on this machine and does nothing with "
+            "--scheduler (that cluster's workers run the runs); leave it out"
+        )
+    if getattr(args, "published", None) is not None and profile.data_source != "published":
+        raise FruitError(
+            f"--published reads published dev/test/gen files, but profile {profile.name} "
+            f'generates its data ([data] source = "{profile.data_source}"); leave '
+            '--published out, or use a profile with source = "published"'
+        )
 
 
 def check_writable(folder: Path) -> None:

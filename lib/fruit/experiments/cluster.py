@@ -18,8 +18,10 @@ from the user's own machine.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
 import warnings
 from dataclasses import dataclass, field
@@ -29,6 +31,9 @@ from fruit.errors import FruitError, unknown_choice
 from fruit.experiments.worker import gpu_count
 
 RUN_RESOURCE = {"run": 1}
+# The module every LocalCluster worker imports at its start (Dask's "preload"): its
+# ``dask_setup`` makes the worker ignore SIGINT, so that Ctrl-C reaches `fruit run` only.
+WORKER_PRELOAD = "fruit.experiments.worker"
 JOBQUEUE_KINDS = ("slurm", "pbs", "sge")
 
 
@@ -120,15 +125,17 @@ def local_cluster(
     dashboard = dashboard and dashboard_available()
     with dask.config.set(QUIET_DASK), warnings.catch_warnings():  # nannies take it now
         warnings.filterwarnings("ignore", message=PORT_TAKEN)  # the link says which
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=f"127.0.0.1:{DASHBOARD_PORT}" if dashboard else None,
-            resources=RUN_RESOURCE,
-            silence_logs=logging.ERROR,  # not the warnings of runs cut off at a time limit
-        )
+        with interrupts_ignored():  # the workers start ignoring SIGINT (as it is here now)
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=f"127.0.0.1:{DASHBOARD_PORT}" if dashboard else None,
+                resources=RUN_RESOURCE,
+                silence_logs=logging.ERROR,  # not the warnings of runs cut off at a time limit
+                preload=[WORKER_PRELOAD],  # a worker restarted later ignores SIGINT too
+            )
     client = Client(cluster)
     result = Cluster(
         client,
@@ -140,6 +147,20 @@ def local_cluster(
     # closers run last-added first: quiet the workers, close the client, then the cluster
     result._closers += [cluster.close, client.close, lambda: quiet_workers(client)]
     return result
+
+
+@contextlib.contextmanager
+def interrupts_ignored():
+    """SIGINT ignored here while the LocalCluster starts its worker processes: a process
+    inherits an ignored signal, so a worker ignores Ctrl-C (sent by a terminal to the
+    whole process group) from its very start, before its preload (``WORKER_PRELOAD``)
+    says so for good. Those few seconds, Ctrl-C does nothing; after them, it pauses the
+    sweep (fruit.commands.run)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _quiet_logs() -> None:

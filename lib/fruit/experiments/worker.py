@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import signal
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,23 @@ def log_line(folder: Path, text: str) -> None:
     """Append one line to the run folder's runner.log (the runner's record of attempts)."""
     with open(folder / RUNNER_LOG, "a", encoding="utf-8") as f:
         f.write(f"{_stamp()} {text}\n")
+
+
+def dask_setup(worker) -> None:
+    """Dask's preload hook: a worker of ``fruit run``'s LocalCluster (which names this
+    module as its ``preload``) ignores SIGINT from its start on.
+
+    Ctrl-C in a terminal sends SIGINT to the whole foreground process group, and the
+    LocalCluster's workers are in it. ``fruit run`` answers the first one by pausing the
+    runs, and stops its workers itself; a worker that died of the signal (with a
+    traceback) took its run with it and left the sweep waiting for ever."""
+    ignore_interrupts()
+
+
+def ignore_interrupts() -> None:
+    """SIGINT ignored by this process (only the main thread may set a handler)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # ---------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fruit.errors import MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
-from fruit.io import atomic_write_json, read_json_record
+from fruit.io import atomic_write_json, check_folder, read_json_record
 from fruit.profiles import DATA_SOURCES
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def prepare_data(
         raise unknown_choice("data source", source, DATA_SOURCES)
     root, task = Path(data_dir), get_task(task_slug)
     folder = root / task_slug
+    check_folder(folder, "the data folder")  # not a file where it or a folder above goes
     requested = {split: check_split_size(split, sizes[split]) for split in SPLITS}
     sizes = {**requested, "train": max(requested["train"], MIN_GENERATED_TRAIN)}
     have_splits = all((folder / f"{split}.tsv").is_file() for split in SPLITS)
@@ -212,6 +213,11 @@ def load_data(config: RunConfig) -> TaskData:
             "add --generate-data (generate_data=True in the notebook) to make the profile's "
             "data there, as fruit run does"
         )
+        if root.exists() and not root.is_dir():
+            raise FruitError(
+                f"data directory {root} is a file, not a folder; give the folder that holds "
+                f"{config.task}/train.tsv"
+            )
         if not root.is_dir():
             raise FruitError(f"data directory {root} does not exist; {advice}")
         if folder.is_dir() and any(folder.iterdir()):
