@@ -64,11 +64,14 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException as e:
+        # is the disk full? asked before the temporary file goes: removing it frees what
+        # it held (a checkpoint of a few MB would leave room enough to hide the cause)
+        full = isinstance(e, Exception) and not isinstance(e, FruitError) and disk_full(path.parent)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if isinstance(e, OSError) and e.errno in STORAGE_ERRNOS:
             raise storage_error(path, e) from None
-        if isinstance(e, Exception) and not isinstance(e, FruitError) and disk_full(path.parent):
+        if full:
             raise storage_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))) from None
         raise
 
