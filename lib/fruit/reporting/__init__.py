@@ -176,8 +176,7 @@ def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Pa
         other_cells,
     )
 
-    first = next(iter(tables.values()), None)
-    note = (first.scale_note if first else "") or f"profile {profile}"
+    note = _note(tables, profile)
     results = evaluate_claims(runs)
     out_dir = Path(out_dir)
     files = {
@@ -185,6 +184,30 @@ def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Pa
         "claims.csv": csv_records(claims_records(results)),
         "claims.tex": latex_claims(results, note),
     }
+    for name, text in files.items():
+        atomic_write_text(out_dir / name, text)
+    return [out_dir / name for name in files]
+
+
+def _note(tables: dict[str, Table], profile: str) -> str:
+    first = next(iter(tables.values()), None)
+    return (first.scale_note if first else "") or f"profile {profile}"
+
+
+def write_searches(
+    searched, finals, tables: dict[str, Table], profile: str, out_dir: str | Path
+) -> list[Path]:
+    """``search.md`` (the search trials, the selected one marked) where the profile has
+    search runs, and ``by-subject.md`` (the final runs by kind of subject) where it has
+    final runs (``fruit.reporting.searches``)."""
+    from fruit.reporting.searches import markdown_by_subject, markdown_search
+
+    note, out_dir = _note(tables, profile), Path(out_dir)
+    files = {}
+    if searched:
+        files["search.md"] = markdown_search(searched, note)
+    if any(r.metrics is not None for r in finals):
+        files["by-subject.md"] = markdown_by_subject(finals, note)
     for name, text in files.items():
         atomic_write_text(out_dir / name, text)
     return [out_dir / name for name in files]
@@ -260,6 +283,10 @@ def report(
         "comparisons": write_comparisons(tables, Path(tables_dir) / profile),
         "claims": write_claims(runs, tables, profile, Path(tables_dir) / profile),
     }
+    searched = load_runs(results_dir, profile, phase="search")
+    written["searches"] = write_searches(
+        searched, runs, tables, profile, Path(tables_dir) / profile
+    )
     if figures:
         written["figures"] = write_figures(tables, Path(figures_dir) / profile)
         written["figures"] += write_ours_vs_paper(tables, Path(figures_dir) / profile)

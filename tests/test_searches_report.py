@@ -1,0 +1,58 @@
+"""fruit.reporting.searches on planted run folders: the selected trial is the one with the
+lowest validation cross-entropy once every trial finished, taken-over trials say so, and
+the by-subject rows of each final run are printed as recorded."""
+
+from __future__ import annotations
+
+import json
+
+from test_reporting_fakes import write_run
+
+from fruit.reporting.runs import load_runs
+from fruit.reporting.searches import markdown_by_subject, markdown_search
+
+QF = "question-formation"
+FULL = {"test": 0.9, "hierarchical": 0.1, "linear": 0.3, "log_ratio": -1.0}
+PARTIAL = {"test": None, "hierarchical": 0.4, "linear": 0.6, "log_ratio": -0.4}
+
+
+def _edit(run, **fields):
+    path = run / "metrics.json"
+    metrics = json.loads(path.read_text())
+    metrics.update(fields)
+    path.write_text(json.dumps(metrics))
+
+
+def test_the_selected_trial_is_marked_only_once_the_search_finished(tmp_path):
+    for i, ce in enumerate((1.2, 0.9, 1.0)):
+        run = write_run(tmp_path, "p", QF, "Tf+Nd", i, FULL, PARTIAL, phase="search")
+        _edit(run, best_validation_cross_entropy=ce, learning_rate=1e-4 * (i + 1))
+    _edit(run, reused_from="other/question-formation/Tf+Nd/search-2")
+    text = markdown_search(load_runs(tmp_path, "p", phase=None), "profile p")
+    assert "3 of 3 trials finished; selected trial 1 (learning rate 2.00e-04, B 1024)" in text
+    assert "| **1** |" in text and "**0.9000**" in text and "| **0** |" not in text
+    assert "taken over from other/question-formation/Tf+Nd/search-2" in text
+    # a fourth trial, unfinished: no selection yet
+    (tmp_path / "p" / QF / "Tf+Nd" / "search-3").mkdir()
+    (tmp_path / "p" / QF / "Tf+Nd" / "search-3" / "config.json").write_text("{}")
+    text = markdown_search(load_runs(tmp_path, "p", phase=None), "profile p")
+    assert "3 of 4 trials finished." in text and "selected" not in text.split("\n\n")[1]
+    assert "| 3 | | | | | | | | | | unfinished |" in text
+
+
+def test_by_subject_rows_are_printed_per_final_run(tmp_path):
+    rows = [
+        {"subject": "ORC", "n": 3, "FA hierarchical": 0.25, "FA linear": 0.5},
+        {"subject": "SRC-trans", "n": 1, "FA hierarchical": 0.125, "FA linear": 0.875},
+    ]
+    _edit(write_run(tmp_path, "p", QF, "Tf", 0, FULL, PARTIAL), by_subject=rows)
+    write_run(tmp_path, "p", QF, "Tf", 1, FULL, PARTIAL)  # recorded before by_subject
+    write_run(tmp_path, "p", QF, "LSTM", 0, FULL, PARTIAL)
+    text = markdown_by_subject(load_runs(tmp_path, "p"), "profile p")
+    assert "| Run | ORC (n 3): FA hierarchical | ORC (n 3): FA linear |" in text
+    assert "| final-0 | 0.250 | 0.500 | 0.125 | 0.875 |" in text
+    assert "| final-1 | not recorded |" in text
+    lstm = text.split("*question formation, LSTM.*")[1]
+    assert "Not recorded: these runs were made before metrics.json carried it." in lstm
+    # the paper's row order: Tf before LSTM
+    assert text.index("question formation, Tf.") < text.index("question formation, LSTM.")
