@@ -21,8 +21,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -129,6 +131,44 @@ def test_a_save_larger_than_the_room_left_is_a_full_disk_too(tmpfs, data_dir, ca
         == f"fruit: error: cannot write {full / 'run' / 'checkpoint.pt'}: No space left on device"
     )
     assert not list(full.rglob("*.tmp"))
+
+
+def _finished_pid() -> int:
+    """The id of a process that has ended (a writer killed earlier)."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def test_what_killed_writes_left_is_removed_by_the_next_owner(tmp_path, data_dir):
+    """A kill between a temporary file's creation and its rename leaves a (0-byte)
+    ``.NAME.~PID@HOST~XXXX.tmp``, a killed data preparation a ``.TASK.~...~.partial``
+    folder; the next call that owns the folder removes them, but never a write still in
+    progress (its writer runs) nor an untagged one younger than a day."""
+    from fruit.io import LEFTOVER_SECONDS
+    from fruit.training.data import prepare_data
+
+    host, dead = socket.gethostname(), _finished_pid()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    stale = run_dir / f".checkpoint.pt.~{dead}@{host}~k1ll3d00.tmp"
+    writing = run_dir / f".best.pt.~{os.getpid()}@{host}~4l1v3000.tmp"  # this process: alive
+    old, young = run_dir / ".log.csv.0ld00000.tmp", run_dir / ".config.json.y0ung000.tmp"
+    for path in (stale, writing, old, young):
+        path.write_bytes(b"")
+    os.utime(old, (time.time() - LEFTOVER_SECONDS - 60,) * 2)
+    assert cli_main(train_argv(data_dir, "--run-dir", str(run_dir))) == 0
+    assert not stale.exists() and not old.exists()
+    assert writing.exists() and young.exists()
+    assert (run_dir / "metrics.json").is_file()
+
+    root = tmp_path / "data"
+    partial = root / f".{QF}.~{dead}@{host}~k1ll3d00.partial"
+    (partial / QF).mkdir(parents=True)
+    (partial / QF / "train.tsv").write_text("the half of a file")
+    sizes = {"train": 200, "dev": 10, "test": 10, "gen": 10}
+    assert prepare_data(root, QF, 1, sizes, "generated") == "generated"
+    assert sorted(p.name for p in root.iterdir()) == [QF]
 
 
 def test_fruit_data_on_a_full_disk_says_so_in_one_line(tmpfs, capfd):
@@ -407,6 +447,11 @@ def test_a_sweep_killed_in_each_phase_ends_with_the_uninterrupted_records(tmp_pa
         assert seen(), f"killed, but not in the {phase} phase:\n{out.stdout}"
     last = sweep(killed, None, token)
     assert last.returncode == 0, last.stdout + last.stderr
+    # the leftovers of the kills (a .partial data folder, 0-byte .tmp files) are gone
+    # from the folders the sweep owns (the data, the runs)
+    owned = [killed / "data", killed / "results" / "runs"]
+    left = [p for f in owned for p in f.rglob(".*") if p.name.endswith((".tmp", ".partial"))]
+    assert not left, left
     got = records(killed)
     assert sorted(got) == sorted(expected)
     for key in expected:

@@ -12,7 +12,11 @@ import contextlib
 import errno
 import json
 import os
+import re
+import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,9 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.{writer_tag()}", suffix=".tmp"
+        )
     except OSError as e:
         if e.errno in STORAGE_ERRNOS:
             raise storage_error(path, e) from None
@@ -74,6 +80,64 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs):
         if full:
             raise storage_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))) from None
         raise
+
+
+# Temporary files (``.NAME.~PID@HOST~XXXX.tmp``) and staging folders (``.TASK.~PID@HOST~
+# XXXX.partial``, fruit.training.data) name their writer, so that the next call that owns
+# the folder can tell what a killed writer left from a write in progress
+# (``remove_leftovers``). One written elsewhere, or by an older fruit, is a leftover
+# once it is this old: no write takes a day.
+LEFTOVER_SECONDS = 24 * 3600
+_WRITER = re.compile(r"~(\d+)@([^~/]+)~")
+
+
+def writer_tag() -> str:
+    """``~PID@HOST~``: this process, as temporary names carry it."""
+    return f"~{os.getpid()}@{socket.gethostname()}~"
+
+
+def is_leftover(path: Path) -> bool:
+    """Whether the temporary file or folder ``path`` is what an interrupted write left:
+    its writer (named in it) no longer runs on this machine; or, written on another
+    machine or by an older fruit, it is ``LEFTOVER_SECONDS`` old."""
+    match = _WRITER.search(path.name)
+    if match and match.group(2) == socket.gethostname():
+        return not _running(int(match.group(1)))
+    try:
+        return time.time() - path.lstat().st_mtime > LEFTOVER_SECONDS
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: it exists
+        return True
+    return True
+
+
+def remove_leftovers(folder: str | os.PathLike, patterns=(".*.tmp",)) -> list[Path]:
+    """Remove the leftovers of interrupted writes (``is_leftover``) matching ``patterns``
+    in ``folder`` (not below it); what could not be removed (a read-only folder) stays.
+    Called by whoever owns the folder next: a run's folder by the run, a data root by
+    ``prepare_data``, the runs of a profile by the sweep. Returns what was removed."""
+    removed = []
+    for pattern in patterns:
+        for path in Path(folder).glob(pattern):
+            if not is_leftover(path):
+                continue
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except OSError:
+                continue
+            removed.append(path)
+    return removed
 
 
 def check_folder(path: str | os.PathLike, option: str) -> None:

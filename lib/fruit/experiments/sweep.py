@@ -44,7 +44,7 @@ from fruit.experiments.reuse import same_run_elsewhere, take_over
 from fruit.experiments.run_state import describe_paused
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
-from fruit.io import atomic_write_json, read_metrics
+from fruit.io import atomic_write_json, read_metrics, remove_leftovers
 from fruit.profiles import Profile
 
 PAUSE_FILE = "PAUSE"  # in runs/<profile>/: while it exists, runs pause and none start
@@ -272,6 +272,8 @@ class Sweep:
         self.deadline, self.stop_at = time_limits(self.time_limit)
         self.paused_on_request = False
         self.runs_root.mkdir(parents=True, exist_ok=True)
+        for folder in [self.runs_root, *(self.runs_root / t / a for t, a in self.pairs)]:
+            remove_leftovers(folder)  # plan.json's, selection.json's of a killed call
         if self.pause_file.exists():
             self.pause_file.unlink()
             self.say(f"removed {self.pause_file} (a pause request from an earlier call)")

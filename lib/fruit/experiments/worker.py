@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics
+from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics, remove_leftovers
 
 RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
@@ -193,6 +193,8 @@ def execute_run(
         log_line(folder, f"attempt {attempt}: not started, the sweep was asked to pause")
         return None, 0.0
 
+    for path in remove_leftovers(folder):  # half-written saves of a killed attempt
+        log_line(folder, f"attempt {attempt}: removed {path.name}, left by an interrupted write")
     executed = folder / EXECUTED_NOTEBOOK
     if executed.exists():  # keep the record of the interrupted or failed attempt
         k = 1

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fruit.errors import MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
-from fruit.io import atomic_write_json, check_folder, read_json_record
+from fruit.io import (
+    atomic_write_json,
+    check_folder,
+    read_json_record,
+    remove_leftovers,
+    writer_tag,
+)
 from fruit.profiles import DATA_SOURCES
 
 if TYPE_CHECKING:
@@ -123,6 +129,7 @@ def prepare_data(
     root, task = Path(data_dir), get_task(task_slug)
     folder = root / task_slug
     check_folder(folder, "the data folder")  # not a file where it or a folder above goes
+    remove_leftovers(root, (f".{task_slug}.*.partial",))  # what a killed preparation left
     requested = {split: check_split_size(split, sizes[split]) for split in SPLITS}
     sizes = {**requested, "train": max(requested["train"], MIN_GENERATED_TRAIN)}
     have_splits = all((folder / f"{split}.tsv").is_file() for split in SPLITS)
@@ -157,7 +164,9 @@ def prepare_data(
     if source == "published":
         published_folder(published_dir)  # a bad FRUIT_DATASETS: said before any folder is made
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{task_slug}.", suffix=".partial", dir=root))
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{task_slug}.{writer_tag()}", suffix=".partial", dir=root)
+    )
     try:
         record = _make_data(staging, task, seed, sizes, source, published_dir)
         atomic_write_json(staging / task_slug / DATA_MARKER, record)
