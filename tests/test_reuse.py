@@ -133,3 +133,16 @@ def test_a_profile_cannot_reuse_itself_or_a_non_list(tmp_path):
         profile(tmp_path, "me", extra='reuse = ["me"]')
     with pytest.raises(FruitError, match="reuse must be a list"):
         profile(tmp_path, "me", extra='reuse = "claims"')
+
+
+def test_the_dry_run_names_the_runs_it_will_take_over(trained):
+    from fruit.experiments.cost import describe
+
+    root, data_dir, results = trained
+    dry = profile(root, "dry", trials=3, extra='reuse = ["src"]')
+    text = describe(dry, results_dir=results)
+    assert (
+        "the same runs, to take over: src/question-formation/Tf/search-0 (finished), "
+        "src/question-formation/Tf/search-1 (paused)"
+    ) in text
+    assert "left: 3 runs" in text  # 4 planned (3 trials + 1 final), one finished elsewhere

@@ -33,7 +33,8 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from fruit.experiments.run_state import RunState, run_states
+from fruit.experiments.reuse import reusable_runs
+from fruit.experiments.run_state import RunState, epochs_so_far, run_states
 from fruit.profiles import Profile
 
 # Training tokens per second at one thread (benchmarks/models.py --threads 1, all fifteen
@@ -75,6 +76,7 @@ class PairCost:
     left_core_hours: float | None = None  # the runs still to train (None: records not read)
     recorded_train_hours: float = 0.0  # what the recorded runs took (their train_seconds)
     recorded_estimate_hours: float = 0.0  # what the formula predicts for those same runs
+    taken_over: tuple[str, ...] = ()  # runs another profile recorded (fruit.experiments.reuse)
 
 
 @functools.cache
@@ -133,6 +135,10 @@ def pair_costs(
     Final runs' lengths come from the records of all the profile's pairs, whichever
     ``pairs`` are costed."""
     states = run_states(profile, results_dir) if results_dir is not None else []
+    reusable = []
+    if results_dir is not None and profile.reuse:
+        data_dir = Path("data") / profile.name  # only named: the settings compared omit it
+        reusable = reusable_runs(profile, results_dir, data_dir, pairs)
     costs = []
     for task, arch in pairs or profile.pairs:
         epoch = epoch_seconds(profile, task, arch)  # core-seconds
@@ -160,6 +166,16 @@ def pair_costs(
                 for r in mine
                 if not r.finished
             )
+        # runs to take over: none of a finished one is left, a paused one goes on
+        ours = [r for r in reusable if r.spec.pair == (task, arch)]
+        for r in ours:
+            if left is None:
+                break
+            if r.finished:
+                left -= max(length[r.spec.phase], floor[r.spec.phase]) * epoch + evaluation
+            else:
+                trained = epochs_so_far(r.source, profile.sizes["train"])
+                left -= min(trained, max(length[r.spec.phase] - floor[r.spec.phase], 0)) * epoch
         done = [r for r in mine if r.finished]
         costs.append(
             PairCost(
@@ -173,6 +189,9 @@ def pair_costs(
                 left_core_hours=None if left is None else left / 3600,
                 recorded_train_hours=sum(r.train_seconds for r in done) / 3600,
                 recorded_estimate_hours=sum(r.epochs * epoch for r in done) / 3600,
+                taken_over=tuple(
+                    f"{r.source_name} ({'finished' if r.finished else 'paused'})" for r in ours
+                ),
             )
         )
     return costs
@@ -198,6 +217,8 @@ def describe(
             line += f" (final runs at {c.final_epochs:.1f} epochs, {c.final_epochs_from})"
         if c.left_core_hours is not None:
             line += f"; {c.recorded} recorded, {c.left_core_hours:.1f} core-hours left"
+        if c.taken_over:
+            line += f"; the same runs, to take over: {', '.join(c.taken_over)}"
         lines.append(line)
     total = sum(c.core_hours for c in costs)
     runs = sum(c.runs for c in costs)
@@ -207,9 +228,10 @@ def describe(
     )
     if results_dir is not None:
         recorded = sum(c.recorded for c in costs)
+        taken = sum(t.endswith("(finished)") for c in costs for t in c.taken_over)
         left = sum(c.left_core_hours for c in costs)
         lines.append(
-            f"left: {runs - recorded} runs, {left:.1f} core-hours; about {left / workers:.1f} h "
+            f"left: {runs - recorded - taken} runs, {left:.1f} core-hours; about {left / workers:.1f} h "
             f"on {workers} one-thread workers"
         )
         spent = sum(c.recorded_train_hours for c in costs)
