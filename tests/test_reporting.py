@@ -321,3 +321,38 @@ def test_ours_vs_paper_rings_and_labels_the_cells_that_differ_from_the_papers_ru
     fig = ours_vs_paper_figure(records, "title", claims_of)
     labels = sorted(t.get_text() for t in fig.axes[0].texts)
     assert labels == ["LSTM FA linear", "Tf+Nd FA hier. (C4)"]
+
+
+def test_every_figure_title_fits_and_the_provenance_goes_to_the_metadata(tmp_path):
+    """The titles of the written figures lie inside the figure (no text runs off), and
+    the profile's full description with the code commits is in each file's metadata."""
+    from fruit.profiles import load_profile
+    from fruit.reporting import figures
+
+    write_fake_results(tmp_path / "runs", "quick", [QF], ["Tf", "LSTM"], runs=2)
+    titles = []
+    real = figures.save_figure
+
+    def checked(fig, stem, description=None):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        width = fig.bbox.width
+        for text in fig.texts:  # the suptitle
+            box = text.get_window_extent(renderer)
+            assert box.x0 >= 0 and box.x1 <= width + 1, (stem, text.get_text())
+            titles.append(text.get_text())
+        return real(fig, stem, description)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reporting, "save_figure", checked)
+        reporting.report(
+            tmp_path / "runs", "quick", tables_dir=tmp_path / "t", figures_dir=tmp_path / "f"
+        )
+    assert titles and all("reduced-scale profile: quick" in t for t in titles if "Ours" in t)
+    description = load_profile("quick").description
+    png = Image.open(tmp_path / "f" / "quick" / "bar-charts.png")
+    assert description in png.text["Description"]
+    assert description not in " ".join(titles)

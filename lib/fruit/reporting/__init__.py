@@ -145,23 +145,39 @@ def write_comparisons(tables: dict[str, Table], out_dir: str | Path) -> list[Pat
     return written
 
 
-def figure_title(source: str, reduced: bool | None = None, description: str | None = None) -> str:
+def figure_title(source: str, reduced: bool | None = None) -> str:
+    """A title that fits the figure: whose numbers and the profile (the profile's
+    description and the code go into the file's metadata: ``figure_description``)."""
     if source == PAPER:
         return "Reported in the paper (mean of 5 runs, ±1 std; models with test FA ≥ 0.900)"
-    note = scale_note(source, reduced, description) or f"profile {source}"
+    note = scale_note(source, reduced) or f"profile {source}"
     return f"Ours; {note} (mean over runs, ±1 std; models with test FA ≥ 0.900)"
 
 
+def figure_description(tables: dict[str, Table]) -> str:
+    """The provenance a figure's metadata carries: the scale note with the profile's
+    description, and the commits the runs were trained from."""
+    first = next(iter(tables.values()))
+    text = first.scale_note or f"profile {first.source}"
+    code = sorted({c for t in tables.values() for c in t.code})
+    return text + (f"; code {', '.join(code)}" if code else "")
+
+
 def write_bar_charts(
-    bars_by_task: dict[str, list[dict]], out_dir: str | Path, title: str
+    bars_by_task: dict[str, list[dict]],
+    out_dir: str | Path,
+    title: str,
+    description: str | None = None,
 ) -> list[Path]:
     """``bar-<task>.png/.pdf`` per task and ``bar-charts.png/.pdf`` with every task."""
     out_dir = Path(out_dir)
     written = []
     for task, bars in bars_by_task.items():
-        written += save_figure(bar_chart_figure({task: bars}, title), out_dir / f"bar-{task}")
+        figure = bar_chart_figure({task: bars}, title)
+        written += save_figure(figure, out_dir / f"bar-{task}", description)
     if bars_by_task:
-        written += save_figure(bar_chart_figure(bars_by_task, title), out_dir / "bar-charts")
+        figure = bar_chart_figure(bars_by_task, title)
+        written += save_figure(figure, out_dir / "bar-charts", description)
     return written
 
 
@@ -234,9 +250,11 @@ def write_ours_vs_paper(tables: dict[str, Table], out_dir: str | Path) -> list[P
                 if claim.id not in ids:
                     ids.append(claim.id)
     first = next(iter(tables.values()))
-    title = "Ours against the paper; " + (first.scale_note or f"profile {first.source}")
+    title = "Ours against the paper; " + (
+        scale_note(first.source, first.reduced) or f"profile {first.source}"
+    )
     figure = ours_vs_paper_figure(records, title, claims_of)
-    return save_figure(figure, Path(out_dir) / "ours-vs-paper")
+    return save_figure(figure, Path(out_dir) / "ours-vs-paper", figure_description(tables))
 
 
 def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
@@ -244,11 +262,9 @@ def write_figures(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
     if not tables:
         return []
     first = next(iter(tables.values()))
-    title = figure_title(first.source, first.reduced, first.description)
-    code = sorted({c for t in tables.values() for c in t.code})
-    if code:
-        title += f"; code {', '.join(code)}"
-    return write_bar_charts({t: bar_chart_data(tab) for t, tab in tables.items()}, out_dir, title)
+    title = figure_title(first.source, first.reduced)
+    bars = {t: bar_chart_data(tab) for t, tab in tables.items()}
+    return write_bar_charts(bars, out_dir, title, figure_description(tables))
 
 
 def write_paper_tables(out_dir: str | Path) -> list[Path]:

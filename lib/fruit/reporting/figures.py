@@ -118,13 +118,18 @@ def bar_chart_figure(bars_by_task: dict[str, list[dict]], title: str) -> Figure:
 _METADATA = {"png": None, "pdf": {"CreationDate": None}}
 
 
-def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
-    """Write ``stem.png`` and ``stem.pdf`` atomically, at the figure's fixed size."""
+def save_figure(fig: Figure, stem: str | Path, description: str | None = None) -> list[Path]:
+    """Write ``stem.png`` and ``stem.pdf`` atomically, at the figure's fixed size; the
+    full provenance that does not fit a title (``description``: the profile's description,
+    the code commits) goes into the files' metadata (PNG "Description", PDF "Subject")."""
     paths = []
     for ext in ("png", "pdf"):
         path = Path(f"{stem}.{ext}")
+        metadata = dict(_METADATA[ext] or {})
+        if description:
+            metadata["Description" if ext == "png" else "Subject"] = description
         with atomic_open(path, "wb") as f:
-            fig.savefig(f, format=ext, dpi=DPI, metadata=_METADATA[ext])
+            fig.savefig(f, format=ext, dpi=DPI, metadata=metadata or None)
         paths.append(path)
     return paths
 
