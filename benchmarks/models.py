@@ -79,7 +79,7 @@ class Meter:
         torch.manual_seed(0)
         self.model = build_model(arch, vocab_size=vocab_size).to(device).train()
         if stepped:  # a hooked head makes a stack RNN take its stepped pass
-            self.model.actions.register_forward_hook(lambda module, args, output: output)
+            self.model.stacks[0].actions.register_forward_hook(lambda module, args, output: output)
         self.d, self.params, self.vocab_size = self.model.d, num_parameters(self.model), vocab_size
         from fruit.training.objective import adam
 

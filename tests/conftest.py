@@ -87,14 +87,17 @@ def _compiled_kernels_in_a_temporary_folder(tmp_path_factory):
 @pytest.fixture
 def fused_equals_stepped(monkeypatch):
     """check(model, pass_name, pass_fn, masks_at): a stack RNN's fused pass (the function
-    ``pass_name`` of fruit.models.stack_rnn, whose argument ``masks_at`` holds the
+    ``pass_name`` of fruit.models.passes.<pass_name>, which the stack kind's ``fused``
+    driver calls; its argument ``masks_at`` holds the
     inter-layer dropout masks) and its stepped pass (taken when a head has a hook) give
     the same logits and gradients in training mode, float64, when the stepped pass's
     inter-layer dropout uses the fused pass's masks (embedding and output dropout off)."""
+    import importlib
+
     import fruit.models.recurrent as recurrent
-    import fruit.models.stack_rnn as stack_rnn
 
     def check(model, pass_name, pass_fn, masks_at):
+        passes = importlib.import_module(f"fruit.models.passes.{pass_name}")
         with torch.no_grad():
             for p in model.parameters():
                 if p.requires_grad:
@@ -107,14 +110,16 @@ def fused_equals_stepped(monkeypatch):
         params = [p for p in model.parameters() if p.requires_grad]
         seen = []
         spy = lambda *a: seen.append(a[masks_at]) or pass_fn(*a)  # noqa: E731
-        monkeypatch.setattr(stack_rnn, pass_name, spy)
+        monkeypatch.setattr(passes, pass_name, spy)
         fused = model(tokens)
         fused_grads = torch.autograd.grad((fused * weights).sum(), params)
         (masks,) = seen
         assert masks is not None and (masks == 0).any()
         order = iter([masks[k, t] for t in range(6) for k in range(2)])  # Cells' call order
         monkeypatch.setattr(recurrent.F, "dropout", lambda x, p, training: x * next(order))
-        model.actions.register_forward_hook(lambda module, args, output: output)  # stepped
+        model.stacks[0].actions.register_forward_hook(
+            lambda module, args, output: output
+        )  # stepped
         stepped = model(tokens)
         stepped_grads = torch.autograd.grad((stepped * weights).sum(), params)
         assert next(order, None) is None  # every mask used once

@@ -288,7 +288,7 @@ def perturbed_actions_logits(model, tokens, step):
         calls.append(None)
         return output + 3.0 * torch.arange(output.shape[-1]) if len(calls) == step else output
 
-    handle = model.actions.register_forward_hook(hook)
+    handle = model.stacks[0].actions.register_forward_hook(hook)
     with torch.no_grad():
         logits = model(tokens)
     handle.remove()
@@ -328,8 +328,14 @@ def test_stack_rnn_sup_matches_written_out_equations():
             for k in range(3):
                 h[k] = torch.tanh(W[k][0] @ u + W[k][1] @ h[k] + b[k])
                 u = h[k]
-            probs.append(torch.softmax(model.actions.weight @ h[2] + model.actions.bias, -1))
-            pushed.append(torch.sigmoid(model.pushed.weight @ h[2] + model.pushed.bias))
+            probs.append(
+                torch.softmax(
+                    model.stacks[0].actions.weight @ h[2] + model.stacks[0].actions.bias, -1
+                )
+            )
+            pushed.append(
+                torch.sigmoid(model.stacks[0].pushed.weight @ h[2] + model.stacks[0].pushed.bias)
+            )
             reading = superposition_oracle(torch.stack(probs), torch.stack(pushed))[-1]
             outputs.append(torch.cat((h[2], reading)))
         expected = torch.stack(outputs) @ E.T
@@ -405,11 +411,12 @@ def test_initialisation_transformer():
 
 def test_initialisation_stack_rnns():
     sup = build_model("LSTM+Sup", vocab_size=68)
-    for linear in (sup.actions, sup.pushed):
+    for linear in (sup.stacks[0].actions, sup.stacks[0].pushed):
         assert_filled_to(linear.weight, xavier_bound(linear))
         assert not linear.bias.any()
     nd = build_model("RNN+Nd+R", vocab_size=68)
-    for p in (nd.actions.weight, nd.actions.bias, nd.pushed.bias, nd.bottom):
+    heads = nd.stacks[0]
+    for p in (heads.actions.weight, heads.actions.bias, heads.pushed.bias, nd.bottom):
         assert_filled_to(p, 0.1)
     for p in (nd.core.rnn.weight_hh_l1, nd.core.rnn.bias_ih_l0, nd.core.initial_hidden):
         assert_filled_to(p, 0.1)

@@ -98,7 +98,7 @@ def superposition_reference_forward(model, tokens):
     rnn = model.core.rnn
     B, n = tokens.shape
     h = [torch.tanh(model.core.initial_hidden[k]).expand(B, -1) for k in range(3)]
-    reading = torch.zeros(B, model.m, dtype=E.dtype)
+    reading = torch.zeros(B, model.stacks[0].m, dtype=E.dtype)
     outs = [torch.cat((h[2], reading), -1) if model.reading_to_output else h[2]]
     probs, pushed = [], []
     for t in range(n):
@@ -107,8 +107,8 @@ def superposition_reference_forward(model, tokens):
             W, U = getattr(rnn, f"weight_ih_l{k}"), getattr(rnn, f"weight_hh_l{k}")
             h[k] = torch.tanh(u @ W.T + h[k] @ U.T + getattr(rnn, f"bias_ih_l{k}"))
             u = h[k]
-        probs.append(torch.softmax(model.actions(h[2]), -1))
-        pushed.append(torch.sigmoid(model.pushed(h[2])))
+        probs.append(torch.softmax(model.stacks[0].actions(h[2]), -1))
+        pushed.append(torch.sigmoid(model.stacks[0].pushed(h[2])))
         if t < n - 1 or model.reading_to_output:
             a, v = torch.stack(probs, 1), torch.stack(pushed, 1)
             reading = torch.stack(

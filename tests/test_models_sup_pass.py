@@ -194,7 +194,7 @@ def test_sup_pass_rejects_a_wrong_number_of_updates():
 
 def test_stack_rnn_dropout_masks_keep_rate(monkeypatch):
     """The inter-layer masks drawn by the model: zero with probability p, else 1 / (1 - p)."""
-    import fruit.models.stack_rnn as stack_rnn
+    import fruit.models.passes.sup_pass as passes
 
     model = build_model("LSTM+Sup", vocab_size=7, d=16, sup_size=3, dropout=0.3).train()
     seen = []
@@ -203,7 +203,7 @@ def test_stack_rnn_dropout_masks_keep_rate(monkeypatch):
         seen.append(args[8])  # masks
         return sup_pass(*args)
 
-    monkeypatch.setattr(stack_rnn, "sup_pass", spy)
+    monkeypatch.setattr(passes, "sup_pass", spy)
     torch.manual_seed(0)
     model(torch.randint(0, 7, (64, 40)))
     (masks,) = seen

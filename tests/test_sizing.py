@@ -99,7 +99,10 @@ def closed_form(arch: str, d, V):
 
 
 def test_registry_has_the_fifteen_names():
-    assert ARCHITECTURES == tuple(QF_TABLE)
+    from fruit.names import PAPER_ARCHITECTURES
+
+    assert PAPER_ARCHITECTURES == tuple(QF_TABLE)
+    assert tuple(ARCHITECTURES)[: len(PAPER_ARCHITECTURES)] == PAPER_ARCHITECTURES
 
 
 def test_unknown_architecture_lists_valid_names():

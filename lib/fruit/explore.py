@@ -28,8 +28,6 @@ import torch
 
 from fruit.errors import FruitError
 
-SUP_ACTIONS = ("push", "pop", "no-op")
-
 
 @dataclass
 class LoadedRun:
@@ -239,12 +237,15 @@ class StackActions:
 
 
 def _stack_kinds(run: LoadedRun) -> list[tuple[str, str]]:
+    """(label, stack kind) of each stack, in the order ``return_actions`` reports them."""
     from fruit.models import parse_architecture
 
     spec = parse_architecture(run.config["architecture"])
-    if spec.base == "Tf":
+    if spec.transformer:
         return [(f"layer {i + 1} ({k})", k) for i, k in enumerate(spec.layer_kinds) if k]
-    return [(f"stack ({spec.stack})", spec.stack)] if spec.stack else []
+    if len(spec.stacks) == 1:
+        return [(f"stack ({spec.stacks[0]})", spec.stacks[0])]
+    return [(f"stack {i + 1} ({k})", k) for i, k in enumerate(spec.stacks)]
 
 
 @torch.no_grad()
@@ -255,7 +256,8 @@ def stack_actions(run: LoadedRun, tokens: list[str]) -> list[StackActions]:
     push / pop / no-op probabilities; Nd's action weights are summed into push / replace /
     pop mass and normalised per position. Empty for models without a stack.
     """
-    from fruit.models import DEFAULT_OPTIONS, nd_action_mass
+    from fruit.models import DEFAULT_OPTIONS
+    from fruit.models.stack_kinds import stack_kind
 
     kinds = _stack_kinds(run)
     if not kinds:
@@ -267,12 +269,8 @@ def stack_actions(run: LoadedRun, tokens: list[str]) -> list[StackActions]:
     for (name, kind), w in zip(kinds, weights):
         w = w[0].float()  # (n', A)
         labels_t = ["<bos>", *tokens] if w.size(0) == len(tokens) + 1 else list(tokens)
-        if kind == "Nd":
-            mass = nd_action_mass(w, opts["nd_states"], opts["nd_symbols"], normalize=True)
-            labels = ("push", "replace", "pop")
-        else:
-            mass, labels = w / w.sum(-1, keepdim=True), SUP_ACTIONS
-        out.append(StackActions(name, labels, labels_t, mass.T.cpu()))  # (3, n')
+        mass, labels = stack_kind(kind).action_mass(w, opts)  # (n', k)
+        out.append(StackActions(name, labels, labels_t, mass.T.cpu()))  # (k, n')
     return out
 
 

@@ -33,8 +33,10 @@ import dataclasses
 import functools
 from pathlib import Path
 
+from fruit.errors import FruitError
 from fruit.experiments.reuse import reusable_runs
 from fruit.experiments.run_state import RunState, epochs_so_far, run_states
+from fruit.names import ARCHITECTURES, TRANSFORMER_BASES, split_description
 from fruit.profiles import Profile
 
 # Training tokens per second at one thread (benchmarks/models.py --threads 1, all fifteen
@@ -92,10 +94,36 @@ def tokens_per_example(task: str, sample: int = 2000) -> float:
     return sum(len(s) + len(t) + 1 for s, t in train) / len(train)
 
 
+def tokens_per_second(arch: str) -> float:
+    """The reference throughput of ``arch``: measured (``TOKENS_PER_SECOND``) for the
+    paper's fifteen; for another registered architecture, modelled from its description:
+    the plain network's seconds per token (a transformer's scaled by its layers, the
+    measured ones have 5), plus, per stack, what one stack of that kind adds to that
+    network as measured (one stack layer for a transformer; a kind not measured counts
+    as the slowest measured)."""
+    if arch in TOKENS_PER_SECOND:
+        return TOKENS_PER_SECOND[arch]
+    split = split_description(ARCHITECTURES.get(arch, ""))
+    if split is None:
+        raise FruitError(f"architecture {arch!r} is not registered in fruit.names.ARCHITECTURES")
+    base, parts, reading_to_output = split
+    plain = 1 / TOKENS_PER_SECOND[base]
+    if base in TRANSFORMER_BASES:  # the measured transformers have 5 layers
+        plain *= len(parts) / 5
+    extra = {
+        kind: 1 / TOKENS_PER_SECOND[f"{base}+{kind}" + ("+R" if reading_to_output else "")]
+        - 1 / TOKENS_PER_SECOND[base]
+        for kind in ("Sup", "Nd")
+    }
+    slowest = max(extra.values())
+    seconds = plain + sum(extra.get(p, slowest) for p in parts if p != "-")
+    return 1 / seconds
+
+
 def epoch_seconds(profile: Profile, task: str, arch: str) -> float:
     """Core-seconds of one training epoch of (task, arch) at the profile's training size,
-    by the reference throughput (``TOKENS_PER_SECOND``)."""
-    return profile.sizes["train"] * tokens_per_example(task) / TOKENS_PER_SECOND[arch]
+    by the reference throughput (``tokens_per_second``)."""
+    return profile.sizes["train"] * tokens_per_example(task) / tokens_per_second(arch)
 
 
 def final_length(
@@ -145,7 +173,7 @@ def pair_costs(
         evaluation = (
             sum(profile.sizes[s] for s in ("dev", "test", "gen"))
             * tokens_per_example(task)
-            / TOKENS_PER_SECOND[arch]
+            / tokens_per_second(arch)
             * EVALUATION_TOKEN_COST
         )
         final_epochs, source = final_length(profile, task, arch, states)

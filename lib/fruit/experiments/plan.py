@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fruit.errors import FruitError
+from fruit.names import stacks_of
 from fruit.profiles import Profile, derive_seed, run_folder
 
 # ---------------------------------------------------------------------------
@@ -91,10 +92,16 @@ class RunSpec:
         return params
 
 
+# How much one stack of a kind adds to a run's cost, in units of the network without it:
+# nondeterministic stacks are ~10x slower per token; a kind not listed counts as the slowest.
+STACK_COST = {"Sup": 1, "Nd": 10}
+
+
 def relative_cost(spec: RunSpec) -> int:
-    """Rough relative cost, to start the slowest runs first (nondeterministic stacks
-    are ~10x slower per token, and final runs train to convergence)."""
-    stacks = spec.architecture.count("+Nd") * 10 + spec.architecture.count("+Sup")
+    """Rough relative cost, to start the slowest runs first (final runs train to
+    convergence)."""
+    slowest = max(STACK_COST.values())
+    stacks = sum(STACK_COST.get(kind, slowest) for kind in stacks_of(spec.architecture))
     return (1 + stacks) * (3 if spec.phase == "final" else 1)
 
 

@@ -1,8 +1,11 @@
-"""The fifteen architectures by name, and ``build_model`` (docs/paper.md §2).
+"""The architectures by name (``fruit.names.ARCHITECTURES``), and ``build_model``
+(docs/paper.md §2, docs/extending.md).
 
-A name is parsed into an ``ArchSpec``: the base network, where the stacks go and
-whether the reading is short-circuited to the output (+R). Only the paper's fifteen
-names are accepted.
+A registered name is parsed, through its description, into an ``ArchSpec``: the base
+network, which transformer layers are stack-attention layers and of which kind, or which
+stacks a stack RNN drives, and whether the readings also go to the output (+R). A
+description itself (``"Tf(-,-,-,Nd,Nd)"``) is accepted too, for building a model
+outside a run; runs need a registered name, which names their folders.
 """
 
 from __future__ import annotations
@@ -11,36 +14,80 @@ from dataclasses import dataclass
 
 from fruit.errors import FruitError, unknown_choice
 from fruit.model_options import resolve_options
-from fruit.names import ARCHITECTURES, TARGET_PARAMS
+from fruit.names import (
+    ARCHITECTURES,
+    RECURRENT_BASES,
+    TARGET_PARAMS,
+    TRANSFORMER_BASES,
+    split_description,
+)
+
+STANDARD_LAYER = "-"  # a transformer layer with multi-head self-attention
 
 
 @dataclass(frozen=True)
 class ArchSpec:
     name: str
     base: str  # "Tf" | "RNN" | "LSTM"
-    # Transformers: one entry per layer, None for a standard layer, "Sup"/"Nd" for stack attention.
+    # Transformers: one entry per layer, None for a standard layer, a stack kind otherwise.
     layer_kinds: tuple = ()
-    # Stack RNNs: the stack kind ("Sup"/"Nd") or None, and +R.
-    stack: str | None = None
+    # Stack RNNs: the kinds of the stacks the controller drives (none: a plain RNN), and +R.
+    stacks: tuple = ()
     reading_to_output: bool = False
     num_layers: int = 3
     num_heads: int = 4
 
+    @property
+    def transformer(self) -> bool:
+        return self.base in TRANSFORMER_BASES
+
+    @property
+    def stack_kinds(self) -> tuple[str, ...]:
+        """Every stack of the model, in order (transformer layers, then RNN stacks)."""
+        return tuple(k for k in self.layer_kinds if k is not None) + tuple(self.stacks)
+
+
+def parse_description(description: str, name: str | None = None) -> ArchSpec:
+    """``"Tf(-,-,Nd,-,-)"``, ``"LSTM(Nd,Sup)+R"``, ... -> ArchSpec (FruitError naming the
+    problem). See ``fruit.names`` for the grammar."""
+    from fruit.models.stack_kinds import STACK_KINDS
+
+    name = name or description
+    split = split_description(description)
+    if split is None:
+        raise FruitError(
+            f"architecture {name!r}: description {description!r} is not of the form "
+            "Tf(-,-,Nd,-,-), LSTM(Nd) or LSTM(Nd)+R"
+        )
+    base, parts, reading_to_output = split
+    if base not in TRANSFORMER_BASES + RECURRENT_BASES:
+        raise unknown_choice(
+            f"base network of architecture {name!r}", base, TRANSFORMER_BASES + RECURRENT_BASES
+        )
+    allowed = set(STACK_KINDS) | ({STANDARD_LAYER} if base in TRANSFORMER_BASES else set())
+    for part in parts:
+        if part not in allowed:
+            raise unknown_choice(f"layer of architecture {name!r}", part, sorted(allowed))
+    if base in TRANSFORMER_BASES:
+        if not parts:
+            raise FruitError(f"architecture {name!r}: a transformer needs at least one layer")
+        if reading_to_output:
+            raise FruitError(f"architecture {name!r}: +R is for stack RNNs only")
+        kinds = tuple(None if p == STANDARD_LAYER else p for p in parts)
+        return ArchSpec(name, base, layer_kinds=kinds, num_layers=len(kinds), num_heads=4)
+    if reading_to_output and not parts:
+        raise FruitError(f"architecture {name!r}: +R needs a stack to read")
+    return ArchSpec(name, base, stacks=parts, reading_to_output=reading_to_output)
+
 
 def parse_architecture(name: str) -> ArchSpec:
-    """Map one of ``ARCHITECTURES`` to its spec; anything else is a FruitError."""
-    if name not in ARCHITECTURES:
-        raise unknown_choice("architecture", name, ARCHITECTURES)
-    base, *rest = name.split("+")
-    if base == "Tf":
-        # One stack layer replaces layer 3; two replace layers 2 and 4 (of 5).
-        positions = {0: (), 1: (2,), 2: (1, 3)}[len(rest)]
-        kinds = [None] * 5
-        for pos, kind in zip(positions, rest):
-            kinds[pos] = kind
-        return ArchSpec(name, base, layer_kinds=tuple(kinds), num_layers=5, num_heads=4)
-    stack = rest[0] if rest else None
-    return ArchSpec(name, base, stack=stack, reading_to_output=rest[1:] == ["R"], num_layers=3)
+    """A registered name (``fruit.names.ARCHITECTURES``), or a description, -> its spec;
+    anything else is a FruitError listing the registered names."""
+    if name in ARCHITECTURES:
+        return parse_description(ARCHITECTURES[name], name)
+    if "(" in name:
+        return parse_description(name)
+    raise unknown_choice("architecture", name, tuple(ARCHITECTURES))
 
 
 def build_model(
@@ -50,7 +97,7 @@ def build_model(
     d: int | None = None,
     **options,
 ):
-    """Build and initialise one of the fifteen architectures.
+    """Build and initialise an architecture (a registered name or a description).
 
     ``d`` defaults to ``choose_d(arch, vocab_size, target_params)`` (docs/paper.md §10.3).
     ``options``: see ``fruit.model_options``. The model is on the CPU; move it with ``.to``.
@@ -70,11 +117,11 @@ def build_model(
     d = int(d)
     if d < 1:
         raise FruitError(f"{arch}: d must be positive, got {d}")
-    if spec.base == "Tf":
+    if spec.transformer:
         if d < spec.num_heads or d % spec.num_heads:
             raise FruitError(f"{arch}: d must be a positive multiple of {spec.num_heads}, got {d}")
         model = TransformerLM(spec, vocab_size, d, opts)
-    elif spec.stack is None:
+    elif not spec.stacks:
         model = RecurrentLM(spec, vocab_size, d, opts)
     else:
         model = StackRNNLM(spec, vocab_size, d, opts)

@@ -20,8 +20,8 @@ import sympy
 from fruit.errors import FruitError
 from fruit.model_options import DEFAULT_OPTIONS
 from fruit.models.registry import ArchSpec, parse_architecture
+from fruit.models.stack_kinds import stack_kind
 from fruit.names import TARGET_PARAMS
-from fruit.stacks.nondeterministic import num_actions  # A = |Q||Γ|(2|Q||Γ| + |Q|)
 
 d_symbol = sympy.Symbol("d", positive=True)
 V_symbol = sympy.Symbol("V", positive=True, integer=True)
@@ -41,11 +41,12 @@ PAPER_VOCAB_SIZES = {  # in the paper's task order
 
 def stack_sizes(kind: str, options: dict) -> tuple[int, int, int]:
     """(A, m, r) for one stack: actions per step, pushed-vector size, reading size."""
-    if kind == "Sup":
-        m = options["sup_size"]
-        return 3, m, m
-    q, s, m = options["nd_states"], options["nd_symbols"], options["nd_size"]
-    return num_actions(q, s), m, q * s * m
+    return stack_kind(kind).sizes(options)
+
+
+def _bottom(kind: str, m):
+    """The learned bottom vector's parameters, if the kind has one."""
+    return m if stack_kind(kind).bottom else 0
 
 
 def _transformer_expr(spec: ArchSpec, options: dict, d, V):
@@ -58,20 +59,20 @@ def _transformer_expr(spec: ArchSpec, options: dict, d, V):
             continue
         A, m, r = stack_sizes(kind, options)
         total += ff_and_norms + A * d + m * d + r * d  # W_a, W_v, W_y: no biases
-        if kind == "Nd":
-            total += m  # bottom vector θ_⊥
+        total += _bottom(kind, m)  # bottom vector θ_⊥
     return total
 
 
 def _recurrent_expr(spec: ArchSpec, options: dict, d, V):
     gates = 4 if spec.base == "LSTM" else 1
     layers = spec.num_layers
-    e, n_in, heads = d, d, 0
-    if spec.stack is not None:
-        A, m, r = stack_sizes(spec.stack, options)
-        e = d + r if spec.reading_to_output else d
-        n_in = e + r
-        heads = (A + m) * (d + 1) + (m if spec.stack == "Nd" else 0)
+    r, heads = 0, 0  # r: all the stacks' readings together
+    for kind in spec.stacks:
+        A, m, r_kind = stack_sizes(kind, options)
+        r += r_kind
+        heads += (A + m) * (d + 1) + _bottom(kind, m)  # W_a, b_a, W_v, b_v (and θ_⊥)
+    e = d + r if spec.reading_to_output else d
+    n_in = e + r
     core = layers * d  # learned initial states θ_0
     core += gates * (d + n_in + 1) * d  # first layer: input and recurrent weights, one bias
     core += (layers - 1) * gates * (2 * d + 1) * d
@@ -86,7 +87,7 @@ def parameter_count_expr(arch: str, d=d_symbol, V=V_symbol, **options):
     """
     spec = parse_architecture(arch)
     opts = {**DEFAULT_OPTIONS, **options}
-    build = _transformer_expr if spec.base == "Tf" else _recurrent_expr
+    build = _transformer_expr if spec.transformer else _recurrent_expr
     return sympy.expand(build(spec, opts, sympy.sympify(d), sympy.sympify(V)))
 
 
@@ -127,7 +128,7 @@ def real_root(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **
 def choose_d(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **options) -> int:
     """rau's rule for d (docs/paper.md §10.3): round the real root of N(d) = target."""
     spec = parse_architecture(arch)
-    if spec.base == "Tf":
+    if spec.transformer:
         s = sympy.Symbol("s", positive=True)
         heads = spec.num_heads
         expr = parameter_count_expr(arch, d=heads * s, V=vocab_size, **options)
@@ -136,7 +137,7 @@ def choose_d(arch: str, vocab_size: int, target_params: int = TARGET_PARAMS, **o
         expr = parameter_count_expr(arch, d=d_symbol, V=vocab_size, **options)
         d = _round_half_even(_positive_root(expr, d_symbol, target_params, arch))
     if d < 1:
-        smallest = parameter_count(arch, spec.num_heads if spec.base == "Tf" else 1, vocab_size,
+        smallest = parameter_count(arch, spec.num_heads if spec.transformer else 1, vocab_size,
                                    **options)  # fmt: skip
         raise FruitError(
             f"a target of {target_params} parameters gives {arch} a width of 0; the smallest "

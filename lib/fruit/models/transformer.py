@@ -99,7 +99,8 @@ class CausalSelfAttention(nn.Module):
 class TransformerLayer(nn.Module):
     """Pre-norm layer: u = h + Drop(Attn(LN₁ h)); h' = u + Drop(FF(LN₂ u)).
 
-    Attn is causal multi-head attention (``stack=None``) or stack attention ("Sup"/"Nd").
+    Attn is causal multi-head attention (``stack=None``) or stack attention of the stack
+    kind ``stack`` (``fruit.models.stack_kinds``).
     """
 
     def __init__(self, d: int, options: dict, num_heads: int, stack: str | None):

@@ -30,8 +30,9 @@ _CAPTION_NAMES = {
 TASK_ORDER = TASKS
 TASK_TITLES = {t: _CAPTION_NAMES.get(t, t.replace("-", " ")) for t in TASKS}
 
-# The 15 architectures, in the order of the paper's table rows (fruit.names.ARCHITECTURES).
-ARCHITECTURE_ORDER = ARCHITECTURES
+# Every registered architecture: the paper's fifteen in the order of its table rows, then
+# the ones added to fruit.names.ARCHITECTURES.
+ARCHITECTURE_ORDER = tuple(ARCHITECTURES)
 
 # Table columns: (accuracy, column) in the paper's order. Partial accuracy has no test column.
 COLUMNS = (
