@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 from fruit.errors import FruitError
 from fruit.evaluation import (
     EVAL_BATCH_TOKENS,
