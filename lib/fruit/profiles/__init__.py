@@ -274,7 +274,7 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
     _check_training(training, fail)
     reuse = raw.get("reuse", [])
     if not isinstance(reuse, list) or not all(isinstance(r, str) and r for r in reuse):
-        raise fail("reuse must be a list of profile names, e.g. reuse = [\"claims\"]")
+        raise fail('reuse must be a list of profile names, e.g. reuse = ["claims"]')
     if name in reuse:
         raise fail(f"reuse names the profile itself ({name!r})")
 
