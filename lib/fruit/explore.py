@@ -26,7 +26,19 @@ from pathlib import Path
 
 import torch
 
-from fruit.errors import FruitError
+from fruit.errors import FruitError, check_integer
+
+# Bounds on what the explore notebook decodes, so that every answer comes in seconds.
+# The tasks' sentences have at most 18 words and their targets 17 (the published gen
+# sets); the nondeterministic stack's cost grows with the cube of the length. Measured on
+# a loaded 2-core machine with a Tf+Nd run (one thread): a 200-word source took 8 s to
+# beam-search (k 5, 50 tokens), 1,000 words 100 s (and 250 s to sample 5 outputs), and k
+# 100 with 200 tokens 160 s. At the bounds below (59 words, k 50, 100 tokens, 50
+# samples) it took 5 s to beam-search and 16 s to sample: the slowest answer.
+MAX_SOURCE_TOKENS = 60  # words of a typed sentence, its marker included
+MAX_OUTPUT_TOKENS = 100  # max_tokens: the longest output decoded
+MAX_K = 50  # beam width / first words shown
+MAX_SAMPLES = 50  # sampled outputs
 
 
 @dataclass
@@ -46,6 +58,11 @@ class LoadedRun:
         """Source tokens of a typed sentence, ending in a task marker (the transformation
         marker unless the sentence ends in one or ``marker`` says otherwise)."""
         tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
+        if len(tokens) > MAX_SOURCE_TOKENS - 1:
+            raise FruitError(
+                f"the sentence has {len(tokens):,} words; at most {MAX_SOURCE_TOKENS - 1} are "
+                f"decoded (the tasks' sentences have at most 18): type a shorter one"
+            )
         markers = (self.task.identity_marker, self.task.transform_marker)
         if not tokens or tokens[-1] not in markers:
             tokens.append(marker or self.task.transform_marker)
@@ -73,10 +90,21 @@ def load_run(
     from fruit.tasks import Vocabulary, get_task, read_tsv
 
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        what = "is a file, not a folder" if run_dir.exists() else "does not exist"
+        raise FruitError(
+            f"run_dir {run_dir} {what}; give a run folder with config.json and best.pt"
+        )
     for name in ("config.json", "best.pt"):
         if not (run_dir / name).is_file():
             raise FruitError(f"{run_dir} is not a trained run folder: {name} is missing")
     config = read_json_record(run_dir / "config.json", "restore it, or train that run again")
+    lacking = [k for k in ("task", "architecture", "d", "data_dir") if k not in config]
+    if lacking:
+        raise FruitError(
+            f"{run_dir / 'config.json'} lacks {', '.join(lacking)}: not a run record fruit "
+            "wrote; restore it, or train that run again"
+        )
     data_dir = Path(data_dir or config["data_dir"])
     train = data_dir / config["task"] / "train.tsv"
     if not train.is_file():
@@ -93,14 +121,43 @@ def load_run(
         **config.get("model_options", {}),
     )
     device = resolve_device(device)
-    best = torch.load(run_dir / "best.pt", map_location=device, weights_only=False)
-    model.load_state_dict(best["model"] if "model" in best else best)
+    load_parameters(model, run_dir / "best.pt", device)
     model.to(device).eval()
     metrics_path = run_dir / "metrics.json"
     metrics = (
         json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else None
     )
     return LoadedRun(run_dir, config, model, vocab, get_task(config["task"]), metrics)
+
+
+def load_parameters(model: torch.nn.Module, path: Path, device) -> None:
+    """Put the parameters saved in ``path`` (best.pt) into ``model``; a one-line
+    ``DamagedRecord`` when the file cannot be read (truncated, not a torch file) or holds
+    another model's parameters (another run's best.pt)."""
+    from fruit.io import DamagedRecord
+
+    advice = "copy the run's own best.pt back, or train that run again"
+    try:
+        saved = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - torch reports a damaged file in many ways
+        reason = str(e).splitlines()[0].split(". ")[0] if str(e) else ""  # torch's first
+        raise DamagedRecord(path, f"{type(e).__name__}: {reason}", advice) from None
+    state = saved.get("model", saved) if isinstance(saved, dict) else None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise DamagedRecord(path, "it holds no model parameters", advice)
+    ours = model.state_dict()
+    missing = [k for k in ours if k not in state]
+    other = [k for k in state if k not in ours]
+    shapes = [k for k in ours if k in state and state[k].shape != ours[k].shape]
+    if missing or other or shapes:
+        example = (missing or other or shapes)[0]
+        raise DamagedRecord(
+            path,
+            f"parameters of another model than config.json's: {len(missing)} missing, "
+            f"{len(other)} unexpected, {len(shapes)} of another shape, e.g. {example}",
+            "it may be another run's best.pt; " + advice,
+        )
+    model.load_state_dict(state)
 
 
 # --- outputs ---------------------------------------------------------------------------------
@@ -151,6 +208,7 @@ def _word(run: LoadedRun, i: int) -> str:
 @torch.no_grad()
 def first_words(run: LoadedRun, source: list[str], k: int = 10) -> list[tuple[str, float]]:
     """The k most probable first output words with p(y_1 | x)."""
+    k = check_integer("k", k, 1, MAX_K)
     logits, _ = _prompt_state(run, source)
     probs = logits[0].float().softmax(-1)
     top = probs.topk(min(k, probs.numel()))
@@ -167,6 +225,8 @@ def best_outputs(
     ``max_tokens``, the best unfinished prefixes follow with ``finished`` False and the
     probability of the prefix.
     """
+    k = check_integer("k", k, 1, MAX_K)
+    max_tokens = check_integer("max_tokens", max_tokens, 1, MAX_OUTPUT_TOKENS)
     logits, state = _prompt_state(run, source)
     eos = run.vocab.eos_id
     beams = [([], 0.0)]  # (ids, log p) of the live hypotheses, one per state row
@@ -217,6 +277,8 @@ def decoded(
     {"kind", "output", "probability"}."""
     from fruit.evaluation import decoded_examples
 
+    samples = check_integer("samples", samples, 0, MAX_SAMPLES)
+    max_tokens = check_integer("max_tokens", max_tokens, 1, MAX_OUTPUT_TOKENS)
     rows = decoded_examples(
         run.model, run.task, run.vocab, [source], samples=samples, max_tokens=max_tokens, seed=seed
     )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fruit import explore
-from fruit.errors import FruitError
+from fruit.errors import FruitError, check_integer
 
 SECTIONS = ("run", "best", "decoded", "actions")
 
@@ -38,6 +38,18 @@ class Settings:
     device: str = "auto"
     data_dir: Path | None = None  # None: the data_dir of the run's config.json
     root: Path | None = None  # a relative data_dir in config.json is taken from here
+
+    def __post_init__(self):
+        """Checked as the command line checks its options: one line naming the parameter
+        and its range (``fruit.explore``'s bounds keep every answer to seconds)."""
+        from fruit.device import check_device
+
+        self.k = check_integer("k", self.k, 1, explore.MAX_K)
+        self.samples = check_integer("samples", self.samples, 0, explore.MAX_SAMPLES)
+        self.max_tokens = check_integer("max_tokens", self.max_tokens, 1, explore.MAX_OUTPUT_TOKENS)
+        self.device = check_device(self.device)
+        if self.data_dir is not None and not Path(self.data_dir).is_dir():
+            raise FruitError(f"data_dir {self.data_dir} is not a folder")
 
 
 @dataclass
@@ -193,8 +205,11 @@ class Explorer:
         one (`fruit train --data-dir data/smoke` records it so) counts from ``root``."""
         if self.settings.data_dir is not None or self.settings.root is None:
             return self.settings.data_dir
-        config = json.loads((Path(run_dir) / "config.json").read_text(encoding="utf-8"))
-        recorded = Path(config.get("data_dir") or ".")
+        try:
+            config = json.loads((Path(run_dir) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # no run folder, or a damaged record: load_run says so
+            return None
+        recorded = Path(config.get("data_dir") or ".") if isinstance(config, dict) else Path()
         return None if recorded.is_absolute() else self.settings.root / recorded
 
     def show(self, run_dir: Path, sentence: str) -> None:

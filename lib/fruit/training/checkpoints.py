@@ -26,7 +26,15 @@ from pathlib import Path
 import torch
 
 from fruit.errors import FruitError
-from fruit.io import BEST, CHECKPOINT, WARNINGS_LOG, atomic_open, atomic_write_text
+from fruit.io import (
+    BEST,
+    CHECKPOINT,
+    RESUME_FILES,
+    WARNINGS_LOG,
+    DamagedRecord,
+    atomic_open,
+    atomic_write_text,
+)
 
 LOG_COLUMNS = (
     "examples_seen",
@@ -175,9 +183,21 @@ def save_best(run_dir: Path, model, examples_seen: int, score: float) -> None:
 
 
 def load_best(run_dir: Path, model, device) -> None:
-    """Put the parameters of ``best.pt`` into ``model``."""
-    best = torch.load(run_dir / BEST, map_location=device, weights_only=False)
-    model.load_state_dict(best["model"])
+    """Put the parameters of ``best.pt`` into ``model``; a one-line ``DamagedRecord``
+    naming it when it cannot be read or holds another model's parameters (damaged or
+    replaced outside fruit, which writes it atomically)."""
+    path = run_dir / BEST
+    try:
+        best = torch.load(path, map_location=device, weights_only=False)
+        model.load_state_dict(best["model"])
+    except Exception as e:  # noqa: BLE001 - torch reports a damaged file in many ways
+        reason = str(e).splitlines()[0].split(". ")[0] if str(e) else ""
+        raise DamagedRecord(
+            path,
+            f"{type(e).__name__}: {reason}",
+            f"it held the run's best parameters; remove {', '.join(RESUME_FILES)} from "
+            f"{run_dir} to train the run again",
+        ) from None
 
 
 def write_log(run_dir: Path, rows: list[dict]) -> None:
