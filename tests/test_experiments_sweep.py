@@ -317,3 +317,33 @@ def test_kernels_get_the_launchers_malloc_settings_not_the_workers(tmp_path: Pat
     for folder in ("search-0", "final-0"):
         metrics = json.loads((runs / folder / "metrics.json").read_text())
         assert metrics["kernel_malloc"] == launcher
+
+
+def test_a_finished_run_whose_config_json_was_edited_is_named_not_counted(tmp_path: Path, cluster):
+    """config.json and metrics.json of a finished run are written from the same settings;
+    where they disagree one was edited by hand, and the sweep names the folder instead of
+    counting the run as complete (issue 34)."""
+    import re
+
+    from fruit.errors import FruitError
+    from fruit.experiments.run_state import SHARED_SETTINGS
+
+    write_fake_notebook(tmp_path)
+    write_fake_data(tmp_path / "data", ["question-formation"])
+    profile = _profile(tmp_path, trials=1, runs=1)
+    result, out = _sweep(tmp_path, cluster, profile)
+    assert result.complete, out
+    folder = tmp_path / "results" / "runs" / "fake" / "question-formation" / "Tf" / "final-0"
+    metrics = json.loads((folder / "metrics.json").read_text())
+    agreeing = {k: metrics[k] for k in SHARED_SETTINGS if k in metrics}
+    (folder / "config.json").write_text(json.dumps(agreeing))
+    again, out = _sweep(tmp_path, cluster, profile)  # the same records: counted
+    assert again.complete and again.found_complete == 4, out
+
+    (folder / "config.json").write_text(json.dumps({**agreeing, "learning_rate": 0.5}))
+    message = (
+        f"{folder} holds a finished run whose records disagree (learning_rate: 0.5 in "
+        f"config.json, {metrics['learning_rate']!r} in metrics.json): one was edited by hand"
+    )
+    with pytest.raises(FruitError, match=re.escape(message)):
+        _sweep(tmp_path, cluster, profile)

@@ -12,6 +12,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+from fruit.errors import FruitError
 from fruit.io import PAUSED_MARKER, RESUME_FILES, DamagedRecord, read_json_record, read_metrics
 from fruit.profiles import Profile, run_folder
 
@@ -39,6 +40,45 @@ def _number(record: dict, key: str, path: Path) -> float:
             path, f"{key} is {value!r}, not a number", "remove it to rerun that run"
         )
     return float(value)
+
+
+# What config.json (written first) and metrics.json (written last) of a finished run both
+# record: the run's identity and settings. fruit writes them from the same settings, so
+# they disagree only where one was edited by hand.
+SHARED_SETTINGS = (
+    "profile", "task", "architecture", "phase", "index", "seed",
+    "batch_tokens", "learning_rate", "d", "num_parameters",
+)  # fmt: skip
+
+
+def check_records_agree(folder: Path, metrics: dict) -> None:
+    """A one-line FruitError naming ``folder`` when its config.json and metrics.json say
+    different things of the finished run (which of the two is right cannot be told)."""
+    config = read_json_record(
+        folder / "config.json", "restore it, or move the run folder away to train the run again"
+    )
+    if config is None:
+        return
+    differ = [
+        key
+        for key in SHARED_SETTINGS
+        if key in config and key in metrics and not _same(config[key], metrics[key])
+    ]
+    if differ:
+        shown = "; ".join(
+            f"{k}: {config[k]!r} in config.json, {metrics[k]!r} in metrics.json" for k in differ
+        )
+        raise FruitError(
+            f"{folder} holds a finished run whose records disagree ({shown}): one was edited "
+            "by hand; restore it, or move the folder away to train the run again"
+        )
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+        return numbers and math.isclose(a, b, rel_tol=1e-12)
+    return a == b
 
 
 def epochs_so_far(folder: Path, train_size: int) -> float:

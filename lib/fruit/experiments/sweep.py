@@ -41,7 +41,7 @@ from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_
 from fruit.experiments.progress import Progress, clock
 from fruit.experiments.reports import run_reports
 from fruit.experiments.reuse import same_run_elsewhere, take_over
-from fruit.experiments.run_state import describe_paused
+from fruit.experiments.run_state import check_records_agree, describe_paused
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics, remove_leftovers
@@ -196,6 +196,7 @@ class Sweep:
         metrics = read_metrics(folder)
         if metrics is not None:
             check_metrics_match(spec, metrics, folder)
+            check_records_agree(folder, metrics)  # not a hand-edited config.json
         return metrics
 
     def stop_at_for(self, spec: RunSpec) -> float | None:
