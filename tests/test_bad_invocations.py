@@ -377,6 +377,7 @@ CORPUS += [
     ("run-jobs-without-cluster", run("--jobs", 3), "--jobs sizes the batch jobs of --cluster slurm|pbs|sge and does nothing without it"),
     ("run-gpus-memory-without-cluster", run("--gpus", 2, "--memory", "16GB"), "--memory --gpus size the batch jobs"),
     ("run-workers-with-scheduler", run("--scheduler", "tcp://127.0.0.1:1", "--workers", 2), "--workers sizes the LocalCluster on this machine and does nothing with --scheduler"),
+    ("run-profile-without-final", lambda m, t: [*run()(m, t), "--profile", str(profile_file(SMALL_DATA + "[search]\ntrials = 1\n")(t)), "--dry-run"], "[final] is missing: give runs = <final runs per pair>"),
     ("run-published-generated-profile", lambda m, t: [*run()(m, t), "--published", str(a_folder(t, "published"))], 'profile smoke generates its data ([data] source = "generated")'),
 ]  # fmt: skip
 

@@ -110,6 +110,10 @@ DATA = "[data]\ntrain = 10\ndev = 2\ntest = 2\ngen = 2\n"
             + "[search]\ntrials = 0\n[final]\nbatch_tokens = 600\nlearning_rate = nan\n",
             "final.learning_rate must be a finite number above 0, not nan",
         ),
+        (  # it planned 5 final runs of up to 1000 epochs without a word (issue 34)
+            'tasks = ["passivization"]\narchitectures = ["Tf"]\n' + DATA + "[search]\ntrials = 2\n",
+            r"\[final\] is missing: give runs = <final runs per pair> and max_epochs = ",
+        ),
         (
             'tasks = ["passivization"]\narchitectures = ["Tf"]\n[training]\ncheckpoint_evry = 5\n',
             r"^profile .*bad.toml: unknown key in \[training\] 'checkpoint_evry'; "

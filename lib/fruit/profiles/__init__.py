@@ -261,7 +261,12 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
     if not 0 < float(lr_range[0]) <= float(lr_range[1]):
         raise fail("search.learning_rate must be [low, high] with 0 < low <= high")
 
-    final = raw.get("final", {})
+    if "final" not in raw:  # its defaults (5 runs of up to 1000 epochs) are no small thing
+        raise fail(
+            "[final] is missing: give runs = <final runs per pair> and max_epochs = <at most "
+            "that many epochs each> (the paper: runs = 5, max_epochs = 1000)"
+        )
+    final = raw["final"]
     fixed_b, fixed_lr = final.get("batch_tokens"), final.get("learning_rate")
     if trials == 0 and (fixed_b is None or fixed_lr is None):
         raise fail("with search.trials = 0, [final] needs batch_tokens and learning_rate")
