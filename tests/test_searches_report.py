@@ -53,6 +53,6 @@ def test_by_subject_rows_are_printed_per_final_run(tmp_path):
     assert "| final-0 | 0.250 | 0.500 | 0.125 | 0.875 |" in text
     assert "| final-1 | not recorded |" in text
     lstm = text.split("*question formation, LSTM.*")[1]
-    assert "Not recorded: these runs were made before metrics.json carried it." in lstm
+    assert "Not recorded: the runs were made before metrics.json carried it" in lstm
     # the paper's row order: Tf before LSTM
     assert text.index("question formation, Tf.") < text.index("question formation, LSTM.")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from fruit.errors import MAX_SEED, MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
-from fruit.tasks import PAPER_SIZES, TASKS
+from fruit.tasks import PAPER_SIZES, PAPER_TASKS, TASKS
 
 
 def add_arguments(parser):
@@ -50,11 +50,15 @@ def add_arguments(parser):
     )
 
 
-def _slugs(task: str) -> tuple[str, ...]:
+def _slugs(task: str, published: bool = False) -> tuple[str, ...]:
+    """The tasks of ``--task``; with ``published`` (--official, --compare), the paper's
+    only: published files and statistics exist for those."""
+    known = PAPER_TASKS if published else TASKS
     if task == "all":
-        return TASKS
-    if task not in TASKS:
-        raise unknown_choice("task", task, (*TASKS, "all"))
+        return known
+    if task not in known:
+        what = "task with published data" if published else "task"
+        raise unknown_choice(what, task, (*known, "all"))
     return (task,)
 
 
@@ -74,7 +78,7 @@ def check_arguments(args, slugs=()) -> None:
 
 
 def main(args) -> int:
-    slugs = _slugs(args.task)
+    slugs = _slugs(args.task, published=bool(args.official or args.compare))
     check_arguments(args, slugs)
     if args.from_dir and not args.official:
         raise FruitError("--from DIR goes with --official (take the published files from DIR)")

@@ -33,7 +33,14 @@ from fruit.reporting.render import (
     markdown_comparison,
     markdown_table,
 )
-from fruit.reporting.runs import ARCHITECTURE_ORDER, COLUMNS, TASK_ORDER, TASK_TITLES, load_runs
+from fruit.reporting.runs import (
+    ARCHITECTURE_ORDER,
+    COLUMNS,
+    PAPER_TASK_ORDER,
+    TASK_ORDER,
+    TASK_TITLES,
+    load_runs,
+)
 from fruit.reporting.tables import (
     PAPER,
     Cell,
@@ -94,9 +101,12 @@ def load_tables(
     return tables_from_runs(load_runs(results_dir, profile, phase="final"), profile, expected_runs)
 
 
-def tables_from_runs(runs, profile: str, expected_runs: int | None = None) -> dict[str, Table]:
-    """``load_tables`` on runs already read (``fruit.reporting.runs.load_runs``)."""
-    settings = profile_settings(profile)
+def tables_from_runs(
+    runs, profile: str, expected_runs: int | None = None, settings=None
+) -> dict[str, Table]:
+    """``load_tables`` on runs already read (``fruit.reporting.runs.load_runs``);
+    ``settings``: the profile (``fruit.profiles.Profile``) when already loaded."""
+    settings = settings or profile_settings(profile)
     expected = expected_runs or (settings.final_runs if settings else None)
     tables = {}
     for task in tasks_with_runs(runs):
@@ -112,7 +122,7 @@ def tables_from_runs(runs, profile: str, expected_runs: int | None = None) -> di
 
 def paper_tables() -> dict[str, Table]:
     """task -> the paper's table (transcribed numbers and bold flags)."""
-    return {t: paper_table(t) for t in TASK_ORDER}
+    return {t: paper_table(t) for t in PAPER_TASK_ORDER}
 
 
 def write_tables(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
@@ -136,7 +146,7 @@ def write_comparisons(tables: dict[str, Table], out_dir: str | Path) -> list[Pat
     out_dir = Path(out_dir)
     written = []
     for task, ours in tables.items():
-        if task not in TASK_ORDER:
+        if task not in PAPER_TASK_ORDER:
             continue  # a task the paper does not have
         records = comparison(ours, paper_table(task))
         atomic_write_text(out_dir / f"{task}.comparison.csv", csv_records(records))
@@ -183,8 +193,9 @@ def write_bar_charts(
 
 def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Path) -> list[Path]:
     """``claims.md`` / ``.csv`` / ``.tex``: every claim of ``reporting/data/claims.toml``
-    checked on the profile's final runs (``fruit.reporting.claims``)."""
-    from fruit.reporting.claims import evaluate_claims
+    checked on the profile's final runs (``fruit.reporting.claims``); nothing for a
+    profile that trains none of the pairs the claims compare."""
+    from fruit.reporting.claims import evaluate_claims, load_claims
     from fruit.reporting.claims_report import (
         claims_records,
         latex_claims,
@@ -192,6 +203,9 @@ def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Pa
         other_cells,
     )
 
+    compared = set().union(*(claim.cells() for claim in load_claims()))
+    if not compared & {(r.task, r.architecture) for r in runs}:
+        return []
     note = _note(tables, profile)
     results = evaluate_claims(runs)
     out_dir = Path(out_dir)
@@ -237,7 +251,7 @@ def write_ours_vs_paper(tables: dict[str, Table], out_dir: str | Path) -> list[P
     records = [
         r
         for task, t in tables.items()
-        if task in TASK_ORDER
+        if task in PAPER_TASK_ORDER
         for r in comparison(t, paper_table(task))
     ]
     if not records:
@@ -291,9 +305,13 @@ def report(
     """Everything: tables, comparisons and figures of ``profile`` (in ``<dir>/<profile>/``) and,
     with ``paper``, the paper's own tables and figures (in ``<dir>/paper-reported/``).
 
-    Returns ``(tables, written)``: task -> our table, and kind -> the files written."""
+    ``profile`` is a shipped profile's name or the path of a profile file (its runs are
+    under its name). Returns ``(tables, written)``: task -> our table, and kind -> the
+    files written."""
+    settings = profile_settings(profile)
+    profile = settings.name if settings is not None else profile
     runs = load_runs(results_dir, profile, phase="final")
-    tables = tables_from_runs(runs, profile, expected_runs)
+    tables = tables_from_runs(runs, profile, expected_runs, settings)
     written = {
         "tables": write_tables(tables, Path(tables_dir) / profile),
         "comparisons": write_comparisons(tables, Path(tables_dir) / profile),

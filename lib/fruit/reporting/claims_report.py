@@ -20,6 +20,7 @@ from fruit.reporting.claims import (
 )
 from fruit.reporting.runs import TASK_TITLES
 from fruit.reporting.stats import PAPER_RUNS
+from fruit.tasks import PAPER_TASKS
 
 COLUMN_WORDS = {
     "test": "test-set",
@@ -140,6 +141,8 @@ def other_cells(results: list[ClaimResult], tables: dict) -> tuple[Compatibility
     pairs = set().union(*(r.claim.cells() for r in results)) if results else set()
     found = []
     for task, table in tables.items():
+        if task not in PAPER_TASKS:
+            continue  # no paper numbers to compare with
         runs = {row.architecture: row.runs for row in table.rows}
         for rec in comparison(table, paper_table(task)):
             side = Side(task, rec["architecture"], rec["accuracy"], rec["column"])

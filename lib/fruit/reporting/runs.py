@@ -19,15 +19,18 @@ from pathlib import Path
 from fruit.errors import FruitError, unknown_choice
 from fruit.io import read_json_record
 from fruit.names import ARCHITECTURES
-from fruit.tasks import TASKS
+from fruit.tasks import PAPER_TASKS, TASKS
 
-# The paper's seven result tables, in the paper's order (fruit.tasks.TASKS), with the
-# captions' task names: the slug in words, except that German comes first.
+# Tables in the registry's order (fruit.tasks.TASKS: the paper's seven in the paper's
+# order, PAPER_TASKS, then any others), with the captions' task names: the slug in words,
+# except that German comes first.
 _CAPTION_NAMES = {
     "question-formation-in-german": "German question formation",
     "passivization-in-german": "German passivization",
 }
 TASK_ORDER = TASKS
+# The tasks the paper has tables and numbers for (comparisons with the paper only there).
+PAPER_TASK_ORDER = PAPER_TASKS
 TASK_TITLES = {t: _CAPTION_NAMES.get(t, t.replace("-", " ")) for t in TASKS}
 
 # Every registered architecture: the paper's fifteen in the order of its table rows, then

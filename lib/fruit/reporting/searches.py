@@ -124,7 +124,10 @@ def markdown_by_subject(runs: list[RunResult], note: str) -> str:
         recorded = [r for r in mine if r.metrics.get("by_subject")]
         lines += ["", f"*{TASK_TITLES.get(task, task)}, {arch}.*", ""]
         if not recorded:
-            lines.append("Not recorded: these runs were made before metrics.json carried it.")
+            lines.append(
+                "Not recorded: the runs were made before metrics.json carried it, or the "
+                "task has no breakdown by subject (fruit.breakdown)."
+            )
             continue
         kinds = list(
             dict.fromkeys(row["subject"] for r in recorded for row in r.metrics["by_subject"])

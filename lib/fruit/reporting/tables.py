@@ -20,6 +20,7 @@ from fruit.errors import unknown_choice
 from fruit.reporting.runs import (
     ARCHITECTURE_ORDER,
     COLUMNS,
+    PAPER_TASK_ORDER,
     TASK_ORDER,
     TASK_TITLES,
     RunResult,
@@ -226,8 +227,8 @@ def paper_prior_work(task: str) -> list[PriorRow]:
 
 def paper_table(task: str) -> Table:
     """The paper's table of ``task``: transcribed means, stds and bold flags, prior work."""
-    if task not in TASK_ORDER:
-        raise unknown_choice("task", task, TASK_ORDER)
+    if task not in PAPER_TASK_ORDER:
+        raise unknown_choice("task of the paper", task, PAPER_TASK_ORDER)
     cells: dict[str, dict[tuple[str, str], Cell]] = {}
     for r in _read_data("paper_tables.csv"):
         if r["task"] == task:

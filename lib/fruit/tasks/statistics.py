@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from fruit.errors import FruitError
-from fruit.tasks import MUELLER_TASKS, TASKS, get_task
+from fruit.tasks import MUELLER_TASKS, PAPER_TASKS, get_task
 from fruit.tasks.base import Example, Task
 from fruit.tasks.tsv import read_tsv
 
@@ -134,7 +134,7 @@ def _some_examples(path: Path) -> list[Example]:
 
 
 def compare(
-    data_dir: str | os.PathLike, slugs=TASKS, published_dir: str | os.PathLike | None = None
+    data_dir: str | os.PathLike, slugs=PAPER_TASKS, published_dir: str | os.PathLike | None = None
 ) -> list[dict]:
     """One row per (task, split, statistic) for every task folder found in ``data_dir``.
 
@@ -240,7 +240,7 @@ def distribution_distances(
 
 
 def compare_distributions(
-    data_dir: str | os.PathLike, published_dir: str | os.PathLike, slugs=TASKS
+    data_dir: str | os.PathLike, published_dir: str | os.PathLike, slugs=PAPER_TASKS
 ) -> list[dict]:
     """One row per (task, generated split, feature): ``distribution_distances`` of each
     split of ``data_dir`` that has a published counterpart in ``published_dir``."""
