@@ -16,7 +16,7 @@ from fruit.experiments.plan import (
     search_specs,
     select_best,
 )
-from fruit.models.registry import ARCHITECTURES
+from fruit.names import PAPER_ARCHITECTURES
 from fruit.profiles import derive_seed, load_profile, profile_names
 
 SHIPPED = ("smoke", "quick", "paper", "claims")
@@ -31,12 +31,12 @@ def test_shipped_profiles_load():
 
 
 def test_paper_profile_is_the_paper():
-    from fruit.models import ARCHITECTURES
-    from fruit.tasks import TASKS
+    from fruit.names import PAPER_ARCHITECTURES
+    from fruit.tasks import PAPER_TASKS
 
     p = load_profile("paper")
-    assert set(p.tasks) == set(TASKS) and len(p.tasks) == 7
-    assert set(p.architectures) == set(ARCHITECTURES) and len(p.architectures) == 15
+    assert p.tasks == PAPER_TASKS
+    assert set(p.architectures) == set(PAPER_ARCHITECTURES) and len(p.architectures) == 15
     assert p.sizes == {"train": 100_000, "dev": 1_000, "test": 10_000, "gen": 10_000}
     assert p.search_trials == 10
     assert all(p.max_epochs("search", a) == 5 for a in p.architectures)
@@ -509,7 +509,7 @@ def test_compute_estimate_scales_with_the_profile():
     claims = load_profile("claims")
     costs = {(c.task, c.architecture): c for c in pair_costs(claims)}
     assert set(costs) == set(claims.pairs)
-    assert set(TOKENS_PER_SECOND) == set(ARCHITECTURES)
+    assert set(TOKENS_PER_SECOND) == set(PAPER_ARCHITECTURES)
     qf = "question-formation"
     # the same task and data: cost is inversely proportional to the measured throughput
     ratio = costs[qf, "Tf+Nd"].core_hours / costs[qf, "Tf"].core_hours
