@@ -38,6 +38,11 @@ def test_the_selected_trial_is_marked_only_once_the_search_finished(tmp_path):
     text = markdown_search(load_runs(tmp_path, "p", phase=None), "profile p")
     assert "3 of 4 trials finished." in text and "selected" not in text.split("\n\n")[1]
     assert "| 3 | | | | | | | | | | unfinished |" in text
+    # a profile of 5 trials, one of which has no folder yet: no selection either
+    (tmp_path / "p" / QF / "Tf+Nd" / "search-3" / "config.json").unlink()
+    (tmp_path / "p" / QF / "Tf+Nd" / "search-3").rmdir()
+    text = markdown_search(load_runs(tmp_path, "p", phase=None), "profile p", trials=5)
+    assert "3 of 5 trials finished." in text and "selected" not in text.split("\n\n")[1]
 
 
 def test_by_subject_rows_are_printed_per_final_run(tmp_path):

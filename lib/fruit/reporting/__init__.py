@@ -225,7 +225,7 @@ def _note(tables: dict[str, Table], profile: str) -> str:
 
 
 def write_searches(
-    searched, finals, tables: dict[str, Table], profile: str, out_dir: str | Path
+    searched, finals, tables: dict[str, Table], profile: str, out_dir: str | Path, trials=None
 ) -> list[Path]:
     """``search.md`` (the search trials, the selected one marked) where the profile has
     search runs, and ``by-subject.md`` (the final runs by kind of subject) where it has
@@ -235,7 +235,7 @@ def write_searches(
     note, out_dir = _note(tables, profile), Path(out_dir)
     files = {}
     if searched:
-        files["search.md"] = markdown_search(searched, note)
+        files["search.md"] = markdown_search(searched, note, trials)
     if any(r.metrics is not None for r in finals):
         files["by-subject.md"] = markdown_by_subject(finals, note)
     for name, text in files.items():
@@ -319,7 +319,12 @@ def report(
     }
     searched = load_runs(results_dir, profile, phase="search")
     written["searches"] = write_searches(
-        searched, runs, tables, profile, Path(tables_dir) / profile
+        searched,
+        runs,
+        tables,
+        profile,
+        Path(tables_dir) / profile,
+        settings.search_trials if settings is not None else None,
     )
     if figures:
         written["figures"] = write_figures(tables, Path(figures_dir) / profile)

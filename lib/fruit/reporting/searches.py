@@ -50,9 +50,10 @@ def _number(value, digits: int = 3) -> str:
     return "--" if value is None else f"{value:.{digits}f}"
 
 
-def markdown_search(runs: list[RunResult], note: str) -> str:
-    """The search trials of ``runs`` (any phases; search ones are used), pair by pair."""
-    trials = sorted((r for r in runs if r.phase == "search"), key=lambda r: r.index)
+def markdown_search(runs: list[RunResult], note: str, trials: int | None = None) -> str:
+    """The search trials of ``runs`` (any phases; search ones are used), pair by pair;
+    ``trials``: how many each pair plans (the profile's; default: the folders found)."""
+    searched = sorted((r for r in runs if r.phase == "search"), key=lambda r: r.index)
     lines = [
         f"**The search trials ({note}).** Per pair, each trial's drawn learning rate and "
         "batch budget (tokens), the epochs it trained, its best validation cross-entropy "
@@ -60,11 +61,12 @@ def markdown_search(runs: list[RunResult], note: str) -> str:
         "its full and partial accuracies with its best parameters; *taken over*: the same "
         "run recorded under another profile.",
     ]
-    for task, arch in _pairs(trials):
-        mine = [t for t in trials if (t.task, t.architecture) == (task, arch)]
-        best = _selected(mine)
+    for task, arch in _pairs(searched):
+        mine = [t for t in searched if (t.task, t.architecture) == (task, arch)]
+        planned = max(trials or 0, len(mine))
+        best = _selected(mine) if len(mine) == planned else None
         finished = sum(t.metrics is not None for t in mine)
-        head = f"{TASK_TITLES.get(task, task)}, {arch}: {finished} of {len(mine)} trials finished"
+        head = f"{TASK_TITLES.get(task, task)}, {arch}: {finished} of {planned} trials finished"
         if best is not None:
             m = best.metrics
             head += (
