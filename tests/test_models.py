@@ -431,3 +431,57 @@ def test_options_are_validated():
     model = build_model("Tf+Nd", vocab_size=V, d=16, nd_states=2, nd_symbols=2, nd_size=4)
     assert model.layers[2].attention.actions.out_features == 2 * 2 * (2 * 4 + 2)
     assert num_parameters(model) > 0
+
+
+# -- the fused attention of CUDA, checked against the written-out one -------------------------
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("arch", ["Tf", "Tf+Nd"])
+def test_fused_attention_equals_the_written_out_one(arch, device, monkeypatch):
+    """scaled_dot_product_attention (CUDA's path; forced on the CPU) gives the written-out
+    attention's logits, gradients and step-by-step decoding, without dropout."""
+    torch.manual_seed(0)
+    model = scramble(small_model(arch)).eval().to(device)
+    tokens = padded_batch([9, 4, 7]).to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    results = {}
+    for choice in ("0", "1"):
+        monkeypatch.setenv("FRUIT_FUSED_ATTENTION", choice)
+        logits = model(tokens)
+        grads = torch.autograd.grad(logits.square().sum(), params)
+        with torch.no_grad():
+            steps = decode_stepwise(model, tokens)
+        results[choice] = logits.detach(), grads, steps
+    (a, ga, sa), (b, gb, sb) = results["0"], results["1"]
+    assert (a - b).abs().max() <= 1e-5 and (sa - sb).abs().max() <= 1e-5
+    for x, y in zip(ga, gb):
+        assert (x - y).abs().max() <= 1e-4 * max(1.0, x.abs().max().item())
+
+
+def test_fused_attention_keeps_the_dropout_law(monkeypatch):
+    """With dropout, the fused path drops attention probabilities at the same rate: the
+    mean output of many draws approaches the no-dropout output (inverted dropout)."""
+    from fruit.models.transformer import CausalSelfAttention
+
+    monkeypatch.setenv("FRUIT_FUSED_ATTENTION", "1")
+    torch.manual_seed(0)
+    attention = CausalSelfAttention(16, 4, dropout=0.3)
+    a = torch.randn(2, 6, 16)
+    with torch.no_grad():
+        expected = attention.eval()(a)
+        attention.train()
+        draws = torch.stack([attention(a) for _ in range(4000)])
+    assert not torch.allclose(draws[0], expected, atol=1e-3)  # it does drop
+    assert (draws.mean(0) - expected).abs().max() <= 0.02
+
+
+def test_fused_attention_switch_is_checked(monkeypatch):
+    from fruit.models.transformer import fused_attention
+
+    monkeypatch.setenv("FRUIT_FUSED_ATTENTION", "yes")
+    with pytest.raises(FruitError, match="FRUIT_FUSED_ATTENTION"):
+        fused_attention(torch.device("cpu"))
+    monkeypatch.delenv("FRUIT_FUSED_ATTENTION")
+    assert not fused_attention(torch.device("cpu"))
+    assert fused_attention(torch.device("cuda"))

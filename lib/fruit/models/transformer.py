@@ -8,9 +8,15 @@ Incremental decoding keeps, per layer, the keys and values seen so far (standard
 layers) or the stack state (stack layers), so one step costs one position.
 
 Dropout is `fruit.kernels.dropout` (the law of torch.nn.Dropout on a counter-based
-random stream, about three times cheaper on the CPU), so attention is written out here
-(scores, softmax, dropout on the probabilities, weighted values) rather than left to
-scaled_dot_product_attention, whose dropout draws its own mask.
+random stream, about three times cheaper on the CPU), so on the CPU attention is written
+out here (scores, softmax, dropout on the probabilities, weighted values): every mask is
+a function of the seed, the same on every CPU. On CUDA, where one run's step is a chain
+of small kernels, the standard layers' attention is PyTorch's fused
+``scaled_dot_product_attention`` instead, whose dropout draws its masks from the CUDA
+generator: the law is the same, the masks are not the CPU's, so a CUDA run is
+reproducible on CUDA (the same seed, device kind and PyTorch version), not bit for bit
+against the CPU. ``FRUIT_FUSED_ATTENTION=0`` keeps the written-out attention on CUDA,
+``=1`` takes the fused one on the CPU too (the tests compare the two).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fruit.kernels.build import switch
 from fruit.kernels.dropout import Dropout, dropout
 from fruit.models.init import xavier
 from fruit.models.stack_attention import StackAttention
@@ -34,6 +41,13 @@ def sinusoidal_positions(positions: torch.Tensor, d: int) -> torch.Tensor:
     omega = torch.exp(-2 * i * math.log(10000.0) / d)  # (d/2,)
     angles = positions.to(torch.float32)[:, None] * omega[None, :]  # (T, d/2)
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # interleaved
+
+
+def fused_attention(device: torch.device) -> bool:
+    """Whether the standard layers attend with scaled_dot_product_attention on ``device``:
+    on CUDA unless FRUIT_FUSED_ATTENTION=0, elsewhere only with FRUIT_FUSED_ATTENTION=1."""
+    choice = switch("FRUIT_FUSED_ATTENTION", "")
+    return choice == "1" or (choice == "" and device.type == "cuda")
 
 
 @functools.lru_cache(maxsize=16)
@@ -78,6 +92,10 @@ class CausalSelfAttention(nn.Module):
             k = torch.cat((cache[0], k), dim=2)  # (B, heads, t+1, d/heads)
             v = torch.cat((cache[1], v), dim=2)
         B, H, T, dh = q.shape
+        if fused_attention(q.device):  # one fused kernel (dropout: PyTorch's own masks)
+            p = self.dropout if self.training else 0.0
+            o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+            return self.out_proj(o.transpose(1, 2).reshape(B, T, H * dh)), (k, v)
         q_, k_, v_ = (x.reshape(B * H, -1, dh) for x in (q, k, v))  # (B·heads, ., d/heads)
         if causal:  # q k^T / sqrt(d/heads), -inf above the diagonal: (B·heads, T, T)
             mask = causal_mask(T, q.dtype, q.device)
