@@ -19,7 +19,7 @@ import sympy
 
 from fruit.errors import FruitError
 from fruit.model_options import DEFAULT_OPTIONS
-from fruit.models.registry import ArchSpec, parse_architecture
+from fruit.models.architectures import ArchSpec, parse_architecture
 from fruit.models.stack_kinds import stack_kind
 from fruit.names import TARGET_PARAMS
 

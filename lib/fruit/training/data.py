@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fruit.errors import MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
 from fruit.io import (
@@ -36,8 +36,18 @@ from fruit.io import (
 )
 from fruit.profiles import DATA_SOURCES
 
-if TYPE_CHECKING:
-    from fruit.training.config import RunConfig
+
+class DataSettings(Protocol):
+    """What this module reads of a run's settings: a resolved ``RunConfig``
+    (``fruit.training.config``, which imports this module, so it is not imported here)."""
+
+    task: str
+    data_dir: str
+    generate_data: bool
+    data_seed: int
+    data_source: str
+    batch_tokens: int
+
 
 # Generated train.tsv files have at least this many lines: train.tsv defines the
 # vocabulary, and a few hundred sentences may miss a word type (a run uses the first
@@ -206,7 +216,7 @@ def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_d
     return record
 
 
-def load_data(config: RunConfig) -> TaskData:
+def load_data(config: DataSettings) -> TaskData:
     """The run's splits from ``data_dir/<task>/`` (generating them if allowed and absent);
     ``config`` is a resolved ``RunConfig`` (``fruit.training.resolve_config``)."""
     from fruit.tasks import get_task
@@ -282,7 +292,7 @@ def read_task_data(folder: Path, task, sizes: dict) -> TaskData:
     return TaskData(**data, gen_linear=gen_linear, vocab=vocab)
 
 
-def check_batch_tokens(config: RunConfig, train: list, dev: list) -> None:
+def check_batch_tokens(config: DataSettings, train: list, dev: list) -> None:
     """The token budget B holds the longest training and validation string: a batch is
     at most B tokens (docs/paper.md §11), so a smaller B makes no sense."""
     for split, strings in (("train", train), ("dev", dev)):
