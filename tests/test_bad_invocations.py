@@ -377,6 +377,8 @@ CORPUS += [
     ("run-jobs-without-cluster", run("--jobs", 3), "--jobs sizes the batch jobs of --cluster slurm|pbs|sge and does nothing without it"),
     ("run-gpus-memory-without-cluster", run("--gpus", 2, "--memory", "16GB"), "--memory --gpus size the batch jobs"),
     ("run-workers-with-scheduler", run("--scheduler", "tcp://127.0.0.1:1", "--workers", 2), "--workers sizes the LocalCluster on this machine and does nothing with --scheduler"),
+    ("train-dev-size-near-the-cap", train("--dev-size", 990_000), "dev_size 990,000 is too large: the dev set is validated at every checkpoint"),
+    ("run-dev-size-near-the-cap", lambda m, t: [*run()(m, t), "--profile", str(profile_file(FIXED.replace("dev = 20", "dev = 990_000"))(t)), "--dry-run"], "dev_size 990,000 is too large"),
     ("run-profile-without-final", lambda m, t: [*run()(m, t), "--profile", str(profile_file(SMALL_DATA + "[search]\ntrials = 1\n")(t)), "--dry-run"], "[final] is missing: give runs = <final runs per pair>"),
     ("run-published-generated-profile", lambda m, t: [*run()(m, t), "--published", str(a_folder(t, "published"))], 'profile smoke generates its data ([data] source = "generated")'),
 ]  # fmt: skip

@@ -20,6 +20,13 @@ MAX_SEED = 2**63 - 1  # seeds go to random.Random and torch.manual_seed (64 bits
 # The most examples of one split: 10x the paper's training set. More is a typo, not a
 # plan: generation with de-duplication would run for hours and could exhaust memory.
 MAX_SPLIT_SIZE = 1_000_000
+# A run's dev set is validated at every checkpoint, so its cost recurs over the run's whole
+# length. Measured (Tf, d 68, one thread): 2,200 dev examples/s on a free core, 140/s on
+# the loaded 2-core machine, where a 20,000-line dev set took 135 s per checkpoint and
+# 100,000 lines had not finished the first checkpoint after 10 minutes (990,000: about
+# 2 hours a checkpoint). The paper's has 1,000 lines; a run takes at most 20 times that.
+# (Generating is not the limit: 1,000,000 lines took 35-86 s per task on that machine.)
+MAX_DEV_SIZE = 20_000
 # Model sizes far beyond the paper's (~200k parameters, d up to a few hundred): a typo,
 # not a plan (d = 100,000 would need hundreds of GB before the first batch).
 MAX_D = 4096
@@ -62,6 +69,19 @@ def check_integer(name: str, value, minimum: int | None = None, maximum: int | N
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise FruitError(f"{name} must be an integer{_bounds(minimum, maximum)}, not {value!r}")
     return value
+
+
+def check_split_size(split: str, size) -> int:
+    """A run's split size: from 1 to ``MAX_SPLIT_SIZE``, for the dev set at most
+    ``MAX_DEV_SIZE`` (a one-line FruitError otherwise)."""
+    size = check_integer(f"{split}_size", size, 1, MAX_SPLIT_SIZE)
+    if split == "dev" and size > MAX_DEV_SIZE:
+        raise FruitError(
+            f"dev_size {size:,} is too large: the dev set is validated at every checkpoint "
+            f"(~2,000 examples/s on a CPU core), so a run takes at most {MAX_DEV_SIZE:,} "
+            "(the paper's has 1,000)"
+        )
+    return size
 
 
 def check_number(

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from fruit.errors import FruitError
+from fruit.errors import FruitError, check_split_size
 from fruit.experiments.checks import check_options_take_effect, check_run_options
 
 # fruit run's exit status: every planned run finished (and the reports were made) 0; a
@@ -220,6 +220,8 @@ def main(args: argparse.Namespace) -> int:
     if args.published is not None and not Path(args.published).is_dir():
         raise FruitError(f"--published {args.published!r} is not a folder")
     profile = load_profile(args.profile)
+    for split, size in profile.sizes.items():  # what each run will read (dev: every checkpoint)
+        check_split_size(split, size)
     only = selected_pairs(profile, args.task, args.architecture)
     check_options_take_effect(args, profile)
     check_run_options(args)  # the device once, worker counts, writable folders

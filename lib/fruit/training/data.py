@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from fruit.errors import MAX_SPLIT_SIZE, FruitError, check_integer, unknown_choice
+from fruit.errors import FruitError, check_split_size, unknown_choice
 from fruit.io import (
     atomic_write_json,
     check_folder,
@@ -83,11 +83,6 @@ def _first(examples, n, path):
             "ask for fewer, or use a data folder made for these sizes"
         )
     return examples if n is None else examples[:n]
-
-
-def check_split_size(split: str, size) -> int:
-    """A split size from 1 to ``MAX_SPLIT_SIZE`` (a one-line FruitError otherwise)."""
-    return check_integer(f"{split}_size", size, 1, MAX_SPLIT_SIZE)
 
 
 def published_folder(explicit=None) -> Path | None:
