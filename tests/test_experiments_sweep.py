@@ -347,3 +347,20 @@ def test_a_finished_run_whose_config_json_was_edited_is_named_not_counted(tmp_pa
     )
     with pytest.raises(FruitError, match=re.escape(message)):
         _sweep(tmp_path, cluster, profile)
+
+
+def test_the_workers_ignore_ctrl_c_from_their_start_and_after_a_restart(cluster):
+    """Ctrl-C in a terminal reaches the LocalCluster's workers too (one process group);
+    they must ignore it (fruit run pauses and stops them itself): from their start, as
+    inherited while the cluster spawns them, and once restarted by their nanny (a worker
+    that died), through the Dask preload (issue 34)."""
+    import signal
+
+    def handler():
+        return int(signal.getsignal(signal.SIGINT))
+
+    assert set(cluster.client.run(handler).values()) == {int(signal.SIG_IGN)}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # here: unchanged
+    cluster.client.restart()  # new worker processes, spawned while this one handles SIGINT
+    handlers = cluster.client.run(handler)
+    assert len(handlers) == 2 and set(handlers.values()) == {int(signal.SIG_IGN)}

@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,6 +157,9 @@ def interrupts_ignored():
     whole process group) from its very start, before its preload (``WORKER_PRELOAD``)
     says so for good. Those few seconds, Ctrl-C does nothing; after them, it pauses the
     sweep (fruit.commands.run)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler (the preload still applies)
+        return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
