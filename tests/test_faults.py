@@ -274,9 +274,10 @@ def die_when(ready):
 import fruit.experiments.reports as reports_module
 import fruit.experiments.schedule as schedule_module
 import fruit.experiments.sweep as sweep_module
-import fruit.training.data as data_module
 
 if PHASE == "data":  # on a worker: two files of the staging folder written, then killed
+    # (the sweep submits _prepare_data_on_worker: replaced here, it travels to the worker
+    # by value, as execute_then_die below; patching prepare_data in this process did not)
 
     def prepare_then_die(*args, **kwargs):
         import fruit.tasks.splits as splits
@@ -293,7 +294,7 @@ if PHASE == "data":  # on a worker: two files of the staging folder written, the
         splits.write_tsv = write_then_die
         return real.prepare_data(*args, **kwargs)
 
-    data_module.prepare_data = prepare_then_die
+    sweep_module._prepare_data_on_worker = prepare_then_die
 
 if PHASE in ("search", "final"):  # on a worker: killed once the run wrote a checkpoint
 
