@@ -64,10 +64,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread_from_the_start():
+    # before any module- or session-scoped fixture trains or evaluates a model: runs
+    # compared for equality must reduce in the same order
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _few_threads():
     # One thread: predictable and fast on small or shared machines (oversubscribed
-    # threads slowed runs 5x in measurements here).
+    # threads slowed runs 5x in measurements here); every test starts with it, whatever
+    # the test before it set.
     torch.set_num_threads(1)
     yield
 

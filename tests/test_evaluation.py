@@ -16,16 +16,6 @@ import torch
 
 from fruit import evaluation
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # one intra-op thread: on a shared 2-core machine, 2 threads run several times slower
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 V = 5  # content ids 0..4; EOS = 5
 EOS = V
 START = V  # row of the "previous token" table used before any token

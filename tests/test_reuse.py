@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from fruit import training
 from fruit.errors import FruitError
@@ -57,17 +56,8 @@ def config(spec, prof, data_dir):
     return training.RunConfig.from_parameters(params)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # one intra-op thread: runs compared for equality must reduce in the same order
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
-def trained(_one_thread, tmp_path_factory):
+def trained(tmp_path_factory):
     """Profile "src"'s two search trials, trained; trial 1 paused half way."""
     tmp_path = tmp_path_factory.mktemp("reuse")
     src = profile(tmp_path, "src")

@@ -26,16 +26,6 @@ from fruit.errors import FruitError
 from fruit.evaluation import evaluate
 from fruit.training import loop
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # one intra-op thread: on a shared 2-core machine, 2 threads run several times slower
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 # ---------------------------------------------------------------- batching
 
 
