@@ -40,15 +40,18 @@ venv: $(BIN)/fruit
 # would otherwise count as done), then compare its tables with the committed ones.
 # Run it again to resume; `make report` redraws the committed tables from the records.
 reproduce: venv
-	$(BIN)/fruit run --profile $(PROFILE) --results $(REPRO)/results --figures $(REPRO)/figures
+	@$(BIN)/fruit run --profile $(PROFILE) --results $(REPRO)/results --figures $(REPRO)/figures; \
+	status=$$?; \
+	if [ $$status -eq 75 ]; then echo "paused: run \`make reproduce\` again to go on"; exit 75; fi; \
+	if [ $$status -ne 0 ]; then exit $$status; fi
 	@if [ -d results/tables/$(PROFILE) ]; then \
 	  if diff -r -q results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) >/dev/null; then \
 	    echo "reproduced: $(REPRO)/results/tables/$(PROFILE) equals the committed results/tables/$(PROFILE) byte for byte"; \
 	  elif diff -r -q -I '; code [0-9a-f]\{7,40\}' results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) >/dev/null; then \
 	    echo "reproduced: $(REPRO)/results/tables/$(PROFILE) equals the committed results/tables/$(PROFILE) in every number (only the code commit named in the captions differs)"; \
 	  else \
-	    echo "NOT byte-identical to the committed results/tables/$(PROFILE) (expected on another kind of CPU: see the README):"; \
-	    diff -r -q results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) || true; \
+	    echo "not byte-identical to the committed results/tables/$(PROFILE) (expected on another kind of CPU), so compared statistically:"; \
+	    $(BIN)/python -m fruit.reporting.reproduction results/runs $(REPRO)/results/runs $(PROFILE); \
 	  fi; \
 	fi
 

@@ -1,0 +1,56 @@
+"""fruit.reporting.reproduction on planted run folders: equal runs reproduce, a shifted
+cell and a changed claim verdict are named, and both CPU kinds are said."""
+
+from __future__ import annotations
+
+import json
+
+from test_reporting_fakes import write_run
+
+from fruit.reporting.reproduction import compare, main, two_sided_p
+from fruit.reporting.stats import two_sample_p
+
+QF = "question-formation"
+
+
+def five(root, arch, test_fa, cpu):
+    for i, value in enumerate(test_fa):
+        full = {"test": value, "hierarchical": 0.01, "linear": 0.3, "log_ratio": -3.0}
+        partial = {"test": None, "hierarchical": 0.4, "linear": 0.6, "log_ratio": -0.4}
+        run = write_run(root, "quick", QF, arch, i, full, partial)
+        config = json.loads((run / "config.json").read_text())
+        config["provenance"] = {"cpu": "AMD EPYC", "cpu_capability": cpu}
+        (run / "config.json").write_text(json.dumps(config))
+
+
+def test_two_sided_p_is_twice_the_smaller_tail():
+    a, b = [0.1, 0.2, 0.3], [0.5, 0.6, 0.7]
+    assert two_sided_p(a, b) == min(1.0, 2 * min(two_sample_p(a, b), two_sample_p(b, a)))
+    assert two_sided_p(a, a) == 1.0
+
+
+def test_the_same_runs_elsewhere_reproduce(tmp_path):
+    for root, cpu in ((tmp_path / "committed", "AVX2"), (tmp_path / "fresh", "AVX512")):
+        five(root, "Tf", [0.99, 0.98, 0.97, 0.99, 0.985], cpu)
+        five(root, "LSTM", [0.0, 0.01, 0.005, 0.0, 0.002], cpu)
+    result = compare(tmp_path / "committed", tmp_path / "fresh", "quick")
+    assert result.reproduced and result.cells_tested > 0
+    assert result.text.startswith("reproduced on this machine")
+    assert "committed runs: AMD EPYC (AVX2); these: AMD EPYC (AVX512)" in result.text
+
+
+def test_a_shifted_cell_and_a_changed_claim_are_named(tmp_path, capsys):
+    five(tmp_path / "committed", "Tf", [0.99, 0.98, 0.97, 0.99, 0.985], "AVX2")
+    five(tmp_path / "committed", "LSTM", [0.0, 0.01, 0.005, 0.0, 0.002], "AVX2")
+    five(tmp_path / "fresh", "Tf", [0.5, 0.45, 0.6, 0.55, 0.52], "AVX512")  # C1 contradicted now
+    five(tmp_path / "fresh", "LSTM", [0.0, 0.01, 0.005, 0.0, 0.002], "AVX512")
+    result = compare(tmp_path / "committed", tmp_path / "fresh", "quick")
+    assert not result.reproduced
+    assert any(
+        line.startswith(f"{QF}/Tf full.test: 0.524 here, 0.983 committed")
+        for line in result.differing
+    )
+    assert result.claims_changed == ["C1: contradicted here, reproduced committed"]
+    assert main([str(tmp_path / "committed"), str(tmp_path / "fresh"), "quick"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("NOT reproduced on this machine: 1 of ") and "C1:" in out
