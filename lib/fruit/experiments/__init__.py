@@ -4,7 +4,11 @@
 * ``plan``    -- a profile -> run specifications (``RunSpec``: seeds, search draws), the
   plan record, the check of a finished folder, the selection of the best trial;
 * ``sweep``   -- ``Sweep``: data, search, selection, final runs and reports on a cluster,
-  time limits (``SweepResult``);
+  time limits;
+* ``schedule`` -- ``Schedule``: the runs of one sweep in flight (what is submitted, what a
+  finished search trial unlocks); it sees the sweep through the narrow ``Sweeper``;
+* ``outcome`` -- ``SweepResult``: what one sweep did;
+* ``reuse``   -- runs a profile takes over from another profile's records;
 * ``progress`` -- ``Progress``: the sweep's one-line display and its time estimate;
 * ``reports`` -- the report notebooks a finished sweep executes;
 * ``worker``  -- what a Dask worker executes: one run's train notebook, one report notebook;

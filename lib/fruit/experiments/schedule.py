@@ -14,8 +14,9 @@ import json
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from fruit.experiments.outcome import SweepResult
 from fruit.experiments.plan import (
     RunSpec,
     final_specs,
@@ -30,7 +31,29 @@ from fruit.io import atomic_write_json
 
 if TYPE_CHECKING:
     from fruit.experiments.progress import Progress
-    from fruit.experiments.sweep import Sweep, SweepResult
+    from fruit.profiles import Profile
+
+
+class Sweeper(Protocol):
+    """What the schedule needs of the sweep that runs it (``fruit.experiments.sweep.Sweep``):
+    the plan, where records go, the cluster, and the few decisions the sweep owns (when a
+    run must stop, whether to pause, submitting a run, reading a finished one)."""
+
+    profile: Profile
+    pairs: list[tuple[str, str]]
+    deadline: float | None
+    poll_seconds: float
+    retries: int
+    results_dir: Path
+    runs_root: Path
+    cluster: Any
+    client: Any
+
+    def say(self, text: str) -> None: ...
+    def pausing(self) -> bool: ...
+    def stop_at_for(self, spec: RunSpec) -> float | None: ...
+    def submit(self, spec: RunSpec, attempt: int) -> Any: ...
+    def finished_metrics(self, spec: RunSpec) -> dict[str, Any] | None: ...
 
 
 TRAINED_SECONDS = 30.0  # how often the time estimate reads the pending runs' logs
@@ -46,7 +69,7 @@ def _write_if_changed(path: Path, record: dict) -> None:
     atomic_write_json(path, record)
 
 
-def planned_runs(sweep: Sweep) -> int:
+def planned_runs(sweep: Sweeper) -> int:
     """How many runs the sweep's pairs hold: their search trials and final runs."""
     return len(sweep.pairs) * (sweep.profile.search_trials + sweep.profile.final_runs)
 
@@ -54,7 +77,7 @@ def planned_runs(sweep: Sweep) -> int:
 class Schedule:
     """The runs of one ``Sweep.run()``: submitted, finished, failed, and what comes next."""
 
-    def __init__(self, sweep: Sweep, result: SweepResult, progress: Progress):
+    def __init__(self, sweep: Sweeper, result: SweepResult, progress: Progress):
         self.sweep, self.profile = sweep, sweep.profile
         self.result, self.progress = result, progress
         self.search = {pair: search_specs(self.profile, *pair) for pair in sweep.pairs}

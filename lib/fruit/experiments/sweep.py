@@ -30,13 +30,13 @@ unlocks next) is ``fruit.experiments.schedule``; the report notebooks,
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from fruit.errors import FruitError
+from fruit.experiments.outcome import SweepResult
 from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
 from fruit.experiments.progress import Progress, clock
 from fruit.experiments.reports import run_reports
@@ -48,39 +48,6 @@ from fruit.io import atomic_write_json, read_metrics, remove_leftovers
 from fruit.profiles import Profile
 
 PAUSE_FILE = "PAUSE"  # in runs/<profile>/: while it exists, runs pause and none start
-
-
-@dataclasses.dataclass
-class Failure:
-    name: str
-    message: str
-    notebook: Path
-
-
-@dataclasses.dataclass
-class SweepResult:
-    total: int = 0  # runs planned (search + final)
-    found_complete: int = 0  # skipped: metrics.json already there
-    trained: int = 0  # executed to completion by this invocation
-    failures: list[Failure] = dataclasses.field(default_factory=list)
-    skipped_pairs: list[str] = dataclasses.field(default_factory=list)
-    paused: list[str] = dataclasses.field(default_factory=list)  # stopped at the time limit
-    left: int = 0  # runs not finished when a time limit ended the sweep
-    reports: list[Path] = dataclasses.field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and not self.skipped_pairs
-
-    @property
-    def complete(self) -> bool:
-        """Every planned run finished (nothing left for a later call)."""
-        return self.ok and self.left == 0
-
-    def add_failure(self, name: str, message: str, notebook: Path) -> None:
-        """A run failed for good (after its retries)."""
-        self.failures.append(Failure(name, message, notebook))
 
 
 def _prepare_data_on_worker(*args) -> str | FruitError:
