@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import statistics
 
@@ -356,3 +357,27 @@ def test_every_figure_title_fits_and_the_provenance_goes_to_the_metadata(tmp_pat
     png = Image.open(tmp_path / "f" / "quick" / "bar-charts.png")
     assert description in png.text["Description"]
     assert description not in " ".join(titles)
+
+
+def test_a_complete_run_without_its_tables_is_named(tmp_path):
+    run = write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
+    record = json.loads((run / "metrics.json").read_text())
+    del record["full"]
+    (run / "metrics.json").write_text(json.dumps(record))
+    with pytest.raises(FruitError, match="a complete run without its 'full' table"):
+        load_runs(tmp_path, "smoke")
+
+
+def test_captions_name_the_cpus_when_runs_come_from_several(tmp_path):
+    """Runs from CPUs of different vector widths round differently: a table says so."""
+    for i, capability in enumerate(("AVX2", "AVX512", "AVX512")):
+        run = write_run(tmp_path, "quick", QF, "Tf", i, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
+        config = json.loads((run / "config.json").read_text())
+        config["provenance"] = {"cpu": "AMD EPYC", "cpu_capability": capability}
+        (run / "config.json").write_text(json.dumps(config))
+    table = reporting.load_tables(tmp_path, "quick")[QF]
+    assert table.cpus == ("AMD EPYC (AVX2)", "AMD EPYC (AVX512)")
+    assert "; CPUs AMD EPYC (AVX2), AMD EPYC (AVX512))" in markdown_table(table)
+    (tmp_path / "quick" / QF / "Tf" / "final-0").rename(tmp_path / "elsewhere")
+    table = reporting.load_tables(tmp_path, "quick")[QF]
+    assert "CPUs" not in markdown_table(table)  # one kind: nothing to say

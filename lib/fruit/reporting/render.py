@@ -44,7 +44,9 @@ def caption(table: Table) -> str:
     text = f"Results on {table.title}"
     if table.source != PAPER:
         code = f"; code {', '.join(table.code)}" if table.code else ""
-        text += f" (ours; {table.scale_note or f'profile {table.source}'}{code})"
+        # runs from CPUs of different kinds round differently: say so, as for commits
+        cpus = f"; CPUs {', '.join(table.cpus)}" if len(table.cpus) > 1 else ""
+        text += f" (ours; {table.scale_note or f'profile {table.source}'}{code}{cpus})"
     else:
         text += " (numbers reported in the paper)"
     return text + "."

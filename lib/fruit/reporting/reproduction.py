@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fruit.reporting.runs import COLUMNS, RunResult, load_runs, read_record
+from fruit.reporting.runs import COLUMNS, RunResult, load_runs
 from fruit.reporting.stats import two_sample_p
 
 LEVEL = 0.05
@@ -38,13 +38,7 @@ def two_sided_p(a: list[float], b: list[float]) -> float:
 def cpu_kinds(runs: list[RunResult]) -> list[str]:
     """The CPUs the runs were made on, as config.json's provenance names them
     ("AMD EPYC (AVX2)"; "unrecorded" where it does not say)."""
-    kinds = set()
-    for run in runs:
-        config = read_record(run.path / "config.json") or {}
-        prov = config.get("provenance") or {}
-        cpu, capability = prov.get("cpu"), prov.get("cpu_capability")
-        kinds.add(f"{cpu or 'unrecorded'}" + (f" ({capability})" if capability else ""))
-    return sorted(kinds)
+    return sorted({run.cpu for run in runs})
 
 
 @dataclass

@@ -60,6 +60,7 @@ class RunResult:
     index: int
     metrics: dict | None = field(default=None, repr=False)
     code: str = "unrecorded"  # the commit it was trained from ("abc1234", "abc1234+dirty")
+    cpu: str = "unrecorded"  # the CPU it was trained on ("AMD EPYC (AVX2)"; no width: older)
 
     @property
     def status(self) -> str:
@@ -77,16 +78,20 @@ class RunResult:
         return v if math.isfinite(v) else None
 
 
-def _code(run_dir: Path) -> str:
-    """The short commit (and "+dirty") that config.json's provenance records."""
+def _provenance(run_dir: Path) -> tuple[str, str]:
+    """(the short commit and "+dirty", the CPU and its vector width) that config.json's
+    provenance records; "unrecorded" for what it does not say."""
     config = read_record(run_dir / "config.json")
-    try:
-        git = config["provenance"]["git"]
-    except (KeyError, TypeError):
-        return "unrecorded"
-    if not isinstance(git, dict) or not git.get("commit"):
-        return "unrecorded"
-    return str(git["commit"])[:7] + ("+dirty" if git.get("dirty") else "")
+    prov = config.get("provenance") if isinstance(config, dict) else None
+    prov = prov if isinstance(prov, dict) else {}
+    git = prov.get("git")
+    code = "unrecorded"
+    if isinstance(git, dict) and git.get("commit"):
+        code = str(git["commit"])[:7] + ("+dirty" if git.get("dirty") else "")
+    cpu = str(prov.get("cpu") or "unrecorded")
+    if prov.get("cpu_capability"):
+        cpu += f" ({prov['cpu_capability']})"
+    return code, cpu
 
 
 def read_record(path: Path) -> dict | None:
@@ -119,6 +124,11 @@ def check_metrics(metrics: dict, path: Path) -> None:
         )
     for accuracy in ("full", "partial"):
         table = metrics.get(accuracy)
+        if table is None and metrics.get("status") == "complete":
+            raise FruitError(
+                f"{path}: a complete run without its {accuracy!r} table (docs/contracts.md "
+                f"§5); {_ADVICE}"
+            )
         if table is None:
             continue
         if not isinstance(table, dict) or not all(
@@ -201,8 +211,9 @@ def load_runs(
             mismatches = misplaced(metrics, place)
             if mismatches:
                 wrong.append(f"{metrics_path} holds {', '.join(mismatches)}")
+        code, cpu = _provenance(run_dir)
         runs.append(
-            RunResult(run_dir, task, architecture, parsed[0], parsed[1], metrics, _code(run_dir))
+            RunResult(run_dir, task, architecture, parsed[0], parsed[1], metrics, code, cpu)
         )
     if wrong:
         more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""

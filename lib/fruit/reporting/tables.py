@@ -98,6 +98,7 @@ class Table:
     reduced: bool | None = None  # a reduced-scale profile? None: every profile but "paper" is
     description: str | None = None  # the profile's description (scale, data), for the note
     code: tuple[str, ...] = ()  # the commits the averaged runs were trained from
+    cpus: tuple[str, ...] = ()  # the CPUs they were trained on (named when several)
 
     @property
     def title(self) -> str:
@@ -183,8 +184,14 @@ def aggregate(
             )
         )
     used = sorted({r.code for r in runs if r.status == "complete"})
+    cpus = sorted({r.cpu for r in runs if r.status == "complete"})
     return Table(
-        task, mark_best(rows, among=architectures), paper_prior_work(task), source, code=tuple(used)
+        task,
+        mark_best(rows, among=architectures),
+        paper_prior_work(task),
+        source,
+        code=tuple(used),
+        cpus=tuple(cpus),
     )
 
 
