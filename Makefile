@@ -32,6 +32,7 @@ $(BIN)/fruit: pyproject.toml
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(BIN)/python -m ipykernel install --sys-prefix --name fruit --display-name "Python (fruit)" >/dev/null
 	touch $@
 
 venv: $(BIN)/fruit

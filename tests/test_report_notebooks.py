@@ -28,6 +28,7 @@ def execute(repo_root, name, out, **parameters):
         str(executed),
         parameters=parameters,
         progress_bar=False,
+        kernel_name="python3",
         cwd=str(repo_root / "notebooks"),
     )
     return json.loads(executed.read_text())

@@ -30,6 +30,10 @@ EXECUTED_NOTEBOOK = "train.ipynb"
 # five runs of the claims campaign). A cell's error reaches papermill as the cell's
 # outcome, not through this log.
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
+# The kernel the sweep executes notebooks on, named rather than taken from the notebook's
+# metadata (which names "fruit", the kernel JupyterLab opens them on): ipykernel's own
+# "python3" is the Python of the environment the sweep runs in, wherever it runs.
+KERNEL_NAME = "python3"
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # glibc reads its malloc tunables from MALLOC_* variables when a process starts. Dask's
 # nanny gives every worker MALLOC_TRIM_THRESHOLD_=65536 (its "pre-spawn-environ"), and a
@@ -220,6 +224,7 @@ def execute_run(
             str(executed),
             parameters={**parameters, "stop_at": stop_at, "pause_file": pause_file},
             progress_bar=False,
+            kernel_name=KERNEL_NAME,
             extra_arguments=KERNEL_ARGUMENTS,
             cwd=str(folder),
         )
@@ -280,6 +285,7 @@ def execute_report(
             executed,
             parameters=parameters,
             progress_bar=False,
+            kernel_name=KERNEL_NAME,
             extra_arguments=KERNEL_ARGUMENTS,
             cwd=str(Path(source).parent),
         )
