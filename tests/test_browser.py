@@ -37,7 +37,10 @@ def needs_browser() -> tuple[str, str]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if not chromium or not driver:
-        pytest.skip("chromium and chromedriver not found: apt-get install chromium chromium-driver")
+        why = "chromium and chromedriver not found: apt-get install chromium chromium-driver"
+        if os.environ.get("FRUIT_BROWSER_REQUIRED") == "1":  # make test-browser: fail, not skip
+            pytest.fail(why)
+        pytest.skip(why)
     return chromium, driver
 
 
