@@ -288,3 +288,14 @@ def test_all_seven_tasks_at_paper_size_in_under_five_minutes(tmp_path, capsys):
     code, table, _ = run(capsys, "data", "--compare", str(tmp_path))
     print(table)
     assert code == 0
+
+
+def test_each_task_says_what_it_generates_before_it_starts(capsys, tmp_path):
+    code, out, _ = run(
+        capsys, "data", "--task", "question-formation", "--out", str(tmp_path),
+        "--train-size", "1500", "--dev-size", "10", "--test-size", "10", "--gen-size", "10",
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "question-formation: generating train 1,500, dev 10, test 10, gen 10 ..."
+    assert lines[1].startswith("question-formation: wrote ")

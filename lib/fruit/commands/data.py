@@ -108,8 +108,12 @@ def main(args) -> int:
 
     sizes = {split: getattr(args, f"{split}_size") for split in PAPER_SIZES}
     start = time.perf_counter()
+    counts = ", ".join(f"{split} {n:,}" for split, n in sizes.items())
     for slug in slugs:
         t = time.perf_counter()
+        # a task takes seconds at the paper's sizes, a minute or more at a million lines:
+        # say what is being made before it starts
+        print(f"{slug}: generating {counts} ...", flush=True)
         folder = generate_task(args.out, slug, args.seed, sizes)
         print(f"{slug}: wrote {folder} ({time.perf_counter() - t:.1f} s)")
     print(f"total {time.perf_counter() - start:.1f} s")
