@@ -135,3 +135,22 @@ def test_load_run_defaults_to_the_automatic_device(tmp_path):
     tokens = torch.tensor([run.vocab.encode(["the", "sleeps", "quest"])])
     with torch.no_grad():
         assert torch.allclose(loaded.model(tokens.to(loaded.device)).cpu(), run.model(tokens))
+
+
+def test_a_long_string_wraps_the_heat_map_into_rows_of_equal_cells():
+    """60 positions: two rows of 30 per stack, titled with their positions, every row as
+    wide as the first (so labels stay legible), each position shown once."""
+    from fruit.explore import HEATMAP_POSITIONS, StackActions
+
+    mass = torch.softmax(torch.randn(3, 2 * HEATMAP_POSITIONS + 5), 0)
+    tokens = [f"w{i}" for i in range(mass.shape[1])]
+    fig = stack_action_figure([StackActions("layer 3 (Nd)", ("a", "b", "c"), tokens, mass)])
+    heat = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in heat] == [
+        "layer 3 (Nd) (positions 1-30)",
+        "layer 3 (Nd) (positions 31-60)",
+        "layer 3 (Nd) (positions 61-65)",
+    ]
+    shown = [t.get_text() for ax in heat for t in ax.get_xticklabels() if t.get_text()]
+    assert shown == tokens
+    assert len({len(ax.get_xticklabels()) for ax in heat}) == 1

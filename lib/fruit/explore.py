@@ -336,27 +336,43 @@ def stack_actions(run: LoadedRun, tokens: list[str]) -> list[StackActions]:
     return out
 
 
+HEATMAP_POSITIONS = 30  # positions per row of the heat map; a longer string wraps
+
+
 def stack_action_figure(actions: list[StackActions], title: str = ""):
-    """One heat map per stack: actions (rows) over positions (columns), mass in [0, 1]."""
+    """One heat map per stack: actions (rows) over positions (columns), mass in [0, 1].
+    A string longer than ``HEATMAP_POSITIONS`` positions wraps onto further rows, so the
+    labels stay legible for long outputs; every row has the same cell width."""
     import seaborn as sns
     from matplotlib.figure import Figure
 
-    n = max(len(actions), 1)
-    width = max(6.0, 0.35 * max((len(a.tokens) for a in actions), default=10) + 1.5)
+    rows = [
+        (a, start) for a in actions for start in range(0, max(len(a.tokens), 1), HEATMAP_POSITIONS)
+    ]
+    n = max(len(rows), 1)
+    longest = max((min(len(a.tokens), HEATMAP_POSITIONS) for a in actions), default=10)
+    width = max(6.0, 0.35 * longest + 1.5)
     fig = Figure(figsize=(width, 1.6 * n + 0.6), layout="constrained")
     axes = fig.subplots(n, 1, squeeze=False)[:, 0]
-    for ax, a in zip(axes, actions):
+    for ax, (a, start) in zip(axes, rows):
+        end = start + HEATMAP_POSITIONS
+        mass = a.mass[:, start:end].numpy()  # (actions, <= HEATMAP_POSITIONS)
+        if mass.shape[1] < longest:  # a short last row keeps the cells' width
+            pad = torch.full((mass.shape[0], longest - mass.shape[1]), float("nan"))
+            mass = torch.cat((torch.from_numpy(mass), pad), 1).numpy()
         sns.heatmap(
-            a.mass.numpy(),
+            mass,
             ax=ax,
             vmin=0,
             vmax=1,
             cmap="viridis",
-            xticklabels=a.tokens,
+            xticklabels=a.tokens[start:end] + [""] * (longest - len(a.tokens[start:end])),
             yticklabels=a.labels,
             cbar_kws={"label": "mass"},
         )
-        ax.set_title(a.name, fontsize=9)
+        wrapped = len(a.tokens) > HEATMAP_POSITIONS
+        where = f" (positions {start + 1}-{min(end, len(a.tokens))})" if wrapped else ""
+        ax.set_title(a.name + where, fontsize=9)
         ax.tick_params(axis="x", labelrotation=90, labelsize=8)
         ax.tick_params(axis="y", labelrotation=0)
     if not actions:
