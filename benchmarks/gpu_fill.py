@@ -29,15 +29,21 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def worker(args) -> int:
-    """One run: set up, wait at the barrier, train for --seconds, print its count."""
+def models_benchmark():
+    """benchmarks/models.py as a module (its batching, training step and data location)."""
     import importlib.util
 
+    spec = importlib.util.spec_from_file_location("bench_models", HERE / "models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def worker(args) -> int:
+    """One run: set up, wait at the barrier, train for --seconds, print its count."""
     import torch
 
-    spec = importlib.util.spec_from_file_location("bench_models", HERE / "models.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = models_benchmark()
     from fruit.device import resolve_device
     from fruit.models import PAPER_VOCAB_SIZES
     from fruit.tasks import Vocabulary, read_tsv
@@ -115,12 +121,7 @@ def main(argv=None) -> int:
     parser.add_argument("--barrier", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.data_dir is None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("bench_models", HERE / "models.py")
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-        args.data_dir = bench.default_data_dir()
+        args.data_dir = models_benchmark().default_data_dir()
     if args.worker:
         return worker(args)
     path = args.data_dir / "question-formation" / "test.tsv"
