@@ -212,7 +212,14 @@ def test_killed_worker_run_resumes_from_its_checkpoint(tmp_path: Path):
 
 def test_slurm_job_script_carries_the_request():
     cluster = jobqueue_cluster(
-        "slurm", cores=8, memory="32GB", walltime="04:00:00", gpus=2, queue="gpu", start=False
+        "slurm",
+        cores=8,
+        memory="32GB",
+        walltime="04:00:00",
+        gpus=2,
+        queue="gpu",
+        start=False,
+        gpu_runs=1,  # --runs-per-gpu 1 (the default shares each GPU: tests/test_gpu_sharing.py)
     )
     try:
         script = cluster.job_script()
@@ -225,7 +232,8 @@ def test_slurm_job_script_carries_the_request():
     assert "#SBATCH --gres=gpu:2" in lines
     assert "#SBATCH -p gpu" in lines
     worker = next(line for line in lines if "distributed.cli.dask_worker" in line)
-    # one worker per GPU, each taking one run at a time, with the cores split between them
+    # one worker per GPU (--runs-per-gpu 1), each taking one run at a time, with the cores
+    # split between them
     assert "--nworkers 2" in worker and "--nthreads 4" in worker
     assert "--resources run=1" in worker
 

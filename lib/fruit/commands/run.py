@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fruit.errors import FruitError, check_split_size
 from fruit.experiments.checks import check_options_take_effect, check_run_options
+from fruit.experiments.gpu_sharing import check_gpu_options
 
 # fruit run's exit status: every planned run finished (and the reports were made) 0; a
 # run failed or a pair was skipped 1; bad input 2 (fruit.cli); paused with runs left (a
@@ -113,6 +114,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--memory", help="jobqueue: memory per job, e.g. 16GB")
     where.add_argument("--walltime", help="jobqueue: walltime per job, e.g. 24:00:00")
     where.add_argument("--gpus", type=int, help="jobqueue: GPUs per job, one run each (default: 0)")
+    where.add_argument(
+        "--runs-per-gpu",
+        type=int,
+        metavar="K",
+        help="runs sharing each GPU, each its own worker process (default: chosen by a "
+        "model: CPU cores per GPU, GPU memory / 2 GiB, at most 64; docs/cluster.md)",
+    )
+    where.add_argument(
+        "--gpu-card",
+        metavar="CARD",
+        help="--dry-run: GPU-hours on this card (recorded: "
+        "h100; default: this machine's GPU, else every recorded card)",
+    )
     where.add_argument("--queue", help="jobqueue: queue / partition")
     where.add_argument("--account", help="jobqueue: account / project")
 
@@ -127,6 +141,7 @@ def _cluster(args):
     if args.cluster:
         options = {k: getattr(args, k) for k in ("cores", "memory", "walltime")}
         options["gpus"] = args.gpus or 0
+        options["gpu_runs"] = args.runs_per_gpu
         if args.queue:
             options["queue"] = args.queue
         if args.account:
@@ -143,6 +158,7 @@ def _cluster(args):
         threads=args.threads or 1,
         device=args.device,
         dashboard=args.dashboard,
+        gpu_runs=args.runs_per_gpu,
     )
 
 
@@ -225,8 +241,10 @@ def main(args: argparse.Namespace) -> int:
     only = selected_pairs(profile, args.task, args.architecture)
     check_options_take_effect(args, profile)
     check_run_options(args)  # the device once, worker counts, writable folders
+    check_gpu_options(args)
     if args.dry_run:
         from fruit.experiments.cost import describe
+        from fruit.experiments.gpu_rates import dry_run_cards
         from fruit.experiments.plan import search_specs
 
         pairs = list(only or profile.pairs)
@@ -242,7 +260,16 @@ def main(args: argparse.Namespace) -> int:
             f"{len(pairs) * profile.search_trials} search runs + {len(pairs) * profile.final_runs} "
             f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
-        print(describe(profile, workers=args.workers or 2, pairs=pairs, results_dir=args.results))
+        print(
+            describe(
+                profile,
+                workers=args.workers or 2,
+                pairs=pairs,
+                results_dir=args.results,
+                gpu_cards=dry_run_cards(args.gpu_card),
+                runs_per_gpu=args.runs_per_gpu,
+            )
+        )
         return 0
 
     cluster = _cluster(args)

@@ -1,13 +1,21 @@
 """Where the runs execute: a Dask cluster (docs/architecture.md §7, docs/cluster.md).
 
 * default: a ``distributed.LocalCluster`` sized to the machine -- one worker process per
-  run slot (CPU cores / threads per run, or one per GPU), one Dask thread each;
+  run slot (CPU cores / threads per run, or ``runs_per_gpu`` per GPU), one Dask thread
+  each;
 * ``scheduler="tcp://host:8786"``: attach to an existing Dask cluster;
 * ``cluster="slurm" | "pbs" | "sge"``: start one through dask-jobqueue. Its settings come
   from the usual Dask YAML config (``jobqueue.slurm.*`` ...); the arguments here override.
 
 Every worker we start advertises the resource ``run=1`` and runs are submitted needing
 it, so a worker trains one run at a time whatever its thread count.
+
+Several runs share a GPU as several worker processes: workers ``i*k .. i*k+k-1`` of a
+machine or job see only GPU ``i`` (``CUDA_VISIBLE_DEVICES``, set for each run's kernel by
+``fruit.experiments.worker``, which reads ``k`` from ``RUNS_PER_GPU_VARIABLE``). Each run
+is its own process with its own CUDA context, so what it computes cannot depend on its
+neighbours (docs/cluster.md, "On a GPU"). How many share a GPU is one choice,
+``fruit.experiments.gpu_sharing.runs_per_gpu`` (``fruit run --runs-per-gpu``).
 
 The Dask dashboard is on when bokeh is installed (a dependency of fruit), unless
 ``dashboard=False`` (``fruit run --no-dashboard``); ``Cluster.dashboard_note()`` says
@@ -20,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import socket
 import threading
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fruit.errors import FruitError, unknown_choice
-from fruit.experiments.worker import gpu_count
+from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, job_runs_per_gpu, local_layout
 
 RUN_RESOURCE = {"run": 1}
 # The module every LocalCluster worker imports at its start (Dask's "preload"): its
@@ -113,16 +120,20 @@ def dashboard_available() -> bool:
 
 
 def local_cluster(
-    workers: int | None = None, threads: int = 1, device: str = "auto", dashboard: bool = True
+    workers: int | None = None,
+    threads: int = 1,
+    device: str = "auto",
+    dashboard: bool = True,
+    gpu_runs: int | None = None,
 ) -> Cluster:
-    """A LocalCluster on 127.0.0.1: by default one worker per `threads` CPU cores, or one
-    per GPU when the runs go to CUDA. Its dashboard listens on 127.0.0.1 only."""
+    """A LocalCluster on 127.0.0.1: by default one worker per `threads` CPU cores, or,
+    when the runs go to CUDA, ``gpu_runs`` per GPU (default: ``runs_per_gpu``'s model).
+    Its dashboard listens on 127.0.0.1 only."""
     import dask
     from distributed import Client, LocalCluster
 
-    if workers is None:
-        gpus = gpu_count() if device != "cpu" else 0
-        workers = gpus if gpus > 0 else max(1, (os.cpu_count() or 1) // max(1, threads))
+    layout, per_gpu = local_layout(workers, threads, device, gpu_runs)
+    workers = layout
     dashboard = dashboard and dashboard_available()
     with dask.config.set(QUIET_DASK), warnings.catch_warnings():  # nannies take it now
         warnings.filterwarnings("ignore", message=PORT_TAKEN)  # the link says which
@@ -136,11 +147,13 @@ def local_cluster(
                 resources=RUN_RESOURCE,
                 silence_logs=logging.ERROR,  # not the warnings of runs cut off at a time limit
                 preload=[WORKER_PRELOAD],  # a worker restarted later ignores SIGINT too
+                env={RUNS_PER_GPU_VARIABLE: str(per_gpu or 1)},  # which GPU a worker takes
             )
     client = Client(cluster)
+    shared = f", {per_gpu} per GPU" if per_gpu else ""
     result = Cluster(
         client,
-        f"LocalCluster: {workers} workers x 1 run, {threads} torch thread(s) per run",
+        f"LocalCluster: {workers} workers x 1 run{shared}, {threads} torch thread(s) per run",
         threads,
         dict(RUN_RESOURCE),
         dashboard=cluster.dashboard_link if dashboard else None,
@@ -220,12 +233,14 @@ def jobqueue_cluster(
     gpus: int = 0,
     start: bool = True,
     dashboard: bool = True,
+    gpu_runs: int | None = None,
     **extra: Any,
 ):
-    """A dask-jobqueue cluster; each job holds ``runs_per_job(gpus)`` workers, each
-    worker one run. Unset options come from the Dask config. Returns the jobqueue
-    cluster object (``cluster.job_script()`` shows the job). The scheduler runs here
-    (the login node), its dashboard on port 8787 unless ``dashboard`` is False.
+    """A dask-jobqueue cluster; each job holds ``runs_per_job(gpus, per_gpu)`` workers,
+    each worker one run, ``per_gpu`` = ``gpu_runs`` or the model's choice for the job's
+    cores (``job_runs_per_gpu``). Unset options come from the Dask config. Returns the
+    jobqueue cluster object (``cluster.job_script()`` shows the job). The scheduler runs
+    here (the login node), its dashboard on port 8787 unless ``dashboard`` is False.
     """
     import dask
     import dask_jobqueue
@@ -237,7 +252,8 @@ def jobqueue_cluster(
     }
     if kind not in classes:
         raise unknown_choice("cluster", kind, JOBQUEUE_KINDS)
-    processes = runs_per_job(gpus)
+    per_gpu = gpu_runs or job_runs_per_gpu(kind, gpus, cores)
+    processes = runs_per_job(gpus, per_gpu)
     kwargs: dict[str, Any] = dict(extra)
     if cores is not None:
         kwargs["cores"] = cores
@@ -255,6 +271,10 @@ def jobqueue_cluster(
             ]
         )
     kwargs["job_extra_directives"] = directives
+    if gpus:  # the workers' share of the GPUs (fruit.experiments.worker)
+        prologue = list(kwargs.pop("job_script_prologue", None) or [])
+        prologue += dask.config.get(f"jobqueue.{kind}.job-script-prologue", []) or []
+        kwargs["job_script_prologue"] = [*prologue, f"export {RUNS_PER_GPU_VARIABLE}={per_gpu}"]
     worker_args = list(kwargs.pop("worker_extra_args", None) or [])
     worker_args += dask.config.get(f"jobqueue.{kind}.worker-extra-args", []) or []
     worker_args += ["--resources", "run=1"]
@@ -278,9 +298,9 @@ def jobqueue_cluster(
     return cluster
 
 
-def runs_per_job(gpus: int) -> int:
-    """Workers (runs at once) per job: one per GPU, else one."""
-    return max(1, gpus)
+def runs_per_job(gpus: int, per_gpu: int = 1) -> int:
+    """Workers (runs at once) per job: ``per_gpu`` per GPU, else one."""
+    return max(1, gpus * max(1, per_gpu))
 
 
 def connect_jobqueue(
@@ -299,15 +319,19 @@ def connect_jobqueue(
             f"--cluster {kind} needs the {submit} command, which is not on PATH here; run "
             f"fruit on a login node of the cluster (see docs/cluster.md)"
         )
-    cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, **options)
+    gpus = options.get("gpus") or 0
+    per_gpu = options.pop("gpu_runs", None) or job_runs_per_gpu(kind, gpus, options.get("cores"))
+    cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, gpu_runs=per_gpu, **options)
     client = Client(cluster)
-    runs = runs_per_job(options.get("gpus") or 0)
+    runs = runs_per_job(gpus, per_gpu)
     if threads is None:
         cores = options.get("cores") or dask.config.get(f"jobqueue.{kind}.cores", None) or 1
         threads = max(1, int(cores) // runs)
     result = Cluster(
         client,
-        f"{kind} cluster: {jobs} job(s) x {runs} run(s), {threads} torch thread(s) per run",
+        f"{kind} cluster: {jobs} job(s) x {runs} run(s)"
+        + (f" ({per_gpu} per GPU)" if gpus else "")
+        + f", {threads} torch thread(s) per run",
         threads,
         dict(RUN_RESOURCE),
         dashboard=(cluster.dashboard_link or None) if dashboard and dashboard_available() else None,

@@ -79,6 +79,7 @@ class PairCost:
     recorded_train_hours: float = 0.0  # what the recorded runs took (their train_seconds)
     recorded_estimate_hours: float = 0.0  # what the formula predicts for those same runs
     taken_over: tuple[str, ...] = ()  # runs another profile recorded (fruit.experiments.reuse)
+    tokens: float = 0.0  # training tokens of every run of the pair (evaluation weighted as above)
 
 
 @functools.cache
@@ -220,6 +221,7 @@ def pair_costs(
                 taken_over=tuple(
                     f"{r.source_name} ({'finished' if r.finished else 'paused'})" for r in ours
                 ),
+                tokens=whole * tokens_per_second(arch),
             )
         )
     return costs
@@ -230,9 +232,15 @@ def describe(
     workers: int = 2,
     pairs: list[tuple[str, str]] | None = None,
     results_dir: str | Path | None = None,
+    gpu_cards: list[str] = (),
+    runs_per_gpu: int | None = None,
 ) -> str:
     """The estimate as text: one line per pair, then the total and the wall-clock time
-    on ``workers`` one-thread workers; with ``results_dir``, what is left of it."""
+    on ``workers`` one-thread workers; with ``results_dir``, what is left of it; for each
+    of ``gpu_cards`` (fruit.experiments.gpu_rates), the GPU-hours on that card, with
+    ``runs_per_gpu`` runs sharing a GPU."""
+    from fruit.experiments.gpu_rates import check_card, describe_gpu
+
     costs = pair_costs(profile, pairs, results_dir)
     lines = [
         "compute estimate (1 thread per run, reference 2-core CPU; search trials at their "
@@ -272,4 +280,6 @@ def describe(
                 "were measured on a quiet machine: scale the estimate by this ratio where runs "
                 "share the machine as they did)"
             )
+    for card in gpu_cards:
+        lines += describe_gpu(costs, check_card(card), runs_per_gpu)
     return "\n".join(lines)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, gpu_count, gpu_of_worker
 from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics, remove_leftovers
 
 RUNNER_LOG = "runner.log"
@@ -107,10 +108,12 @@ def _worker_slot() -> int | None:
 
 
 def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
-    """Environment for the notebook kernel: torch threads, and one GPU per worker.
+    """Environment for the notebook kernel: torch threads, and exactly one GPU.
 
     A worker whose process sees several GPUs (a LocalCluster on a multi-GPU machine, or
-    a jobqueue job holding one worker per GPU) keeps GPU ``slot % count`` of those.
+    a jobqueue job holding several workers per GPU) keeps one of them: with ``k`` workers
+    per GPU (``RUNS_PER_GPU_VARIABLE``, set by fruit run; 1 when unset), workers
+    ``i*k .. i*k+k-1`` take GPU ``i`` (``fruit.experiments.gpu_sharing.gpu_of_worker``).
     """
     env = {}
     if threads:
@@ -120,7 +123,9 @@ def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         gpus = visible.split(",") if visible else [str(i) for i in range(gpu_count())]
         if slot is not None and len(gpus) > 1:
-            env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+            per_gpu = os.environ.get(RUNS_PER_GPU_VARIABLE, "1")
+            per_gpu = int(per_gpu) if per_gpu.isdigit() else 1
+            env["CUDA_VISIBLE_DEVICES"] = gpu_of_worker(slot, gpus, per_gpu)
     return env
 
 
@@ -139,16 +144,6 @@ def _use_allocator_environment(allocator: dict[str, str] | None) -> None:
         if key not in allocator:
             del os.environ[key]
     os.environ.update(allocator)
-
-
-def gpu_count() -> int:
-    """GPUs this process sees (0 without torch or CUDA)."""
-    try:
-        import torch
-
-        return torch.cuda.device_count()
-    except Exception:  # noqa: BLE001 - no torch/CUDA means no GPUs to share out
-        return 0
 
 
 def execute_run(

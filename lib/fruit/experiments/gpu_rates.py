@@ -1,0 +1,194 @@
+"""Training throughput on named GPUs: what ``fruit run --dry-run`` turns into GPU-hours.
+
+Only figures measured and recorded in this repository are in ``CARDS``, each card with
+where its figures come from (script, settings, date, commit). An architecture without a
+measured figure on a card is *modelled* from the measured ones, and the model is printed
+beside it (``rate``): seconds per token add up as in ``fruit.experiments.cost``'s
+model for unregistered architectures (the plain network, plus what one stack of a kind
+adds to it as measured), an RNN is taken as fast as the LSTM on the same card (both
+bases run as one fused kernel on CUDA), and ``+R`` (the stack reading connected to the
+output) as fast as without it. Where not even that is possible the architecture is
+"not measured" and no GPU-hours are given for it.
+
+Several runs sharing a GPU (fruit.experiments.gpu_sharing) have an aggregate throughput
+that only a measurement can tell; ``CardRecord.sharing`` holds it where measured
+(``benchmarks/gpu.py``: aggregate over alone at K runs), and without it the dry-run
+gives the two bounds: no gain (the one-run time) and a perfect one (K times faster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fruit.errors import FruitError
+from fruit.names import ARCHITECTURES, split_description
+
+
+@dataclasses.dataclass(frozen=True)
+class CardRecord:
+    card: str  # the name --gpu-card takes
+    name: str  # as torch.cuda.get_device_name reports it
+    tokens_per_second: dict[str, float]  # one run alone on the card, measured
+    source: str  # how, when and at which commit the figures were measured
+    sharing: dict[int, float] = dataclasses.field(default_factory=dict)  # K: aggregate / alone
+
+
+CARDS = {
+    "h100": CardRecord(
+        card="h100",
+        name="NVIDIA H100",
+        # rounded to thousands as docs/cluster.md records them
+        tokens_per_second={
+            "Tf": 51_000,
+            "Tf+Sup": 41_000,
+            "Tf+Nd": 13_000,
+            "LSTM": 358_000,
+            "LSTM+Sup": 46_000,
+            "LSTM+Nd": 11_000,
+        },
+        source=(
+            "benchmarks/models.py --device cuda --threads 4, one run alone, question-formation "
+            "batches of <= 2048 tokens, PyTorch 2.11.0+cu130, 2026-11-26, recorded in commit "
+            "9f3a099 (docs/cluster.md)"
+        ),
+    ),
+}
+
+
+def check_card(card: str) -> CardRecord:
+    """The record of ``card``; a one-line FruitError naming the recorded ones."""
+    if card in CARDS:
+        return CARDS[card]
+    raise FruitError(
+        f"--gpu-card {card!r}: no throughput is recorded for it; recorded cards: "
+        f"{', '.join(CARDS)} (benchmarks/gpu.py measures a card, docs/cluster.md)"
+    )
+
+
+def card_of_this_machine() -> tuple[str | None, str | None]:
+    """(the recorded card this machine's first CUDA GPU is, its name); (None, None)
+    without CUDA, (None, name) for a GPU without a record."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None, None
+        name = torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001 - no torch/CUDA: no card
+        return None, None
+    for card in CARDS:
+        if card.lower() in name.lower():
+            return card, name
+    return None, name
+
+
+def rate(record: CardRecord, arch: str) -> tuple[float | None, str]:
+    """(tokens/s of one run of ``arch`` alone on the card, its basis): measured, or
+    modelled from the measured ones (module docstring), or (None, "not measured")."""
+    measured = record.tokens_per_second
+    if arch in measured:
+        return measured[arch], "measured"
+    split = split_description(ARCHITECTURES.get(arch, ""))
+    if split is None:
+        return None, "not measured"
+    base, parts, _reading_to_output = split
+    stand_in = base if base in measured else {"RNN": "LSTM"}.get(base)
+    if stand_in not in measured:
+        return None, "not measured"
+    stacks = [p for p in parts if p != "-"]
+    kinds = [f"{stand_in}+{k}" for k in stacks]
+    if any(k not in measured for k in kinds):
+        return None, "not measured"
+    seconds = 1 / measured[stand_in] + sum(1 / measured[k] - 1 / measured[stand_in] for k in kinds)
+    if len(stacks) > 1:
+        words = f"{stand_in} + {len(stacks)} x ({kinds[0]} - {stand_in}) in s/token"
+    else:
+        words = f"as {kinds[0] if kinds else stand_in}"
+    return 1 / seconds, f"model: {words}"
+
+
+def gpu_hours(costs, record: CardRecord) -> dict[str, tuple[int, float | None, float | None, str]]:
+    """Per architecture of ``costs`` (``fruit.experiments.cost.PairCost``, whose ``tokens``
+    are training tokens with evaluation weighted as in the core-hours): (runs, GPU-hours
+    of them all one run per GPU, tokens/s, basis); hours and rate None where not measured."""
+    result = {}
+    for arch in dict.fromkeys(c.architecture for c in costs):
+        pairs = [c for c in costs if c.architecture == arch]
+        tokens_per_second, basis = rate(record, arch)
+        hours = None
+        if tokens_per_second is not None:
+            hours = sum(c.tokens for c in pairs) / tokens_per_second / 3600
+        result[arch] = (sum(c.runs for c in pairs), hours, tokens_per_second, basis)
+    return result
+
+
+def describe_gpu(costs, record: CardRecord, runs_per_gpu: int | None = None) -> list[str]:
+    """Lines of GPU-hours on ``record``'s card for the pairs ``costs`` (``gpu_hours``):
+    per architecture, then the total and the time on 1 GPU and on a node of 8, one run
+    per GPU; then what ``runs_per_gpu`` runs sharing a GPU give (measured, else bounds)."""
+    lines = [f"GPU estimate on the {record.name} ({record.card}; {record.source}):"]
+    measured_hours = modelled_hours = 0.0
+    missing = []
+    for arch, (runs, hours, tokens_per_second, basis) in gpu_hours(costs, record).items():
+        if hours is None:
+            missing.append(arch)
+            lines.append(f"  {arch}: {runs} runs, not measured on {record.card}: no GPU-hours")
+            continue
+        if basis == "measured":
+            measured_hours += hours
+        else:
+            modelled_hours += hours
+        lines.append(
+            f"  {arch}: {runs} runs, {hours:.1f} GPU-hours at {tokens_per_second:,.0f} tokens/s "
+            f"({basis})"
+        )
+    if modelled_hours:
+        lines.append(
+            "  (model: an RNN as fast as the LSTM, +R as fast as without it, each stack layer "
+            "adding what one adds as measured; fruit.experiments.gpu_rates)"
+        )
+    total = measured_hours + modelled_hours
+    left_out = f"; without {', '.join(missing)} (not measured)" if missing else ""
+    lines.append(
+        f"total: {total:.1f} GPU-hours one run per GPU ({measured_hours:.1f} from measured "
+        f"rates, {modelled_hours:.1f} from modelled ones{left_out}); about {total:.1f} h on "
+        f"1 GPU, {total / 8:.1f} h on a node of 8 GPUs"
+    )
+    lines += sharing_lines(record, total, runs_per_gpu)
+    return lines
+
+
+def sharing_lines(record: CardRecord, total: float, k: int | None) -> list[str]:
+    """What ``k`` runs per GPU make of ``total`` one-run GPU-hours on the card."""
+    if k is None or k <= 1:
+        return [
+            f"runs sharing a GPU (--runs-per-gpu K): their aggregate throughput on "
+            f"{record.card} is not measured yet (benchmarks/gpu.py); the times above are K = 1"
+            if not record.sharing
+            else f"runs sharing a GPU, measured on {record.card}: aggregate "
+            + ", ".join(f"{x:.2f}x at K = {n}" for n, x in sorted(record.sharing.items()))
+        ]
+    if k in record.sharing:
+        hours = total / record.sharing[k]
+        return [
+            f"with {k} runs per GPU (measured: {record.sharing[k]:.2f}x the aggregate of one "
+            f"run): about {hours:.1f} h on 1 GPU, {hours / 8:.1f} h on a node of 8 GPUs"
+        ]
+    return [
+        f"with {k} runs per GPU: not measured on {record.card} (benchmarks/gpu.py); between "
+        f"{total / k:.1f} h (each run as fast as alone, a bound) and {total:.1f} h (no gain) "
+        f"on 1 GPU, {total / k / 8:.1f} to {total / 8:.1f} h on a node of 8 GPUs"
+    ]
+
+
+def dry_run_cards(card: str | None) -> list[str]:
+    """The cards ``fruit run --dry-run`` gives GPU-hours for: ``card`` (--gpu-card),
+    else this machine's GPU when it has a record, else every recorded card."""
+    if card:
+        return [check_card(card).card]
+    here, name = card_of_this_machine()
+    if here:
+        return [here]
+    if name:
+        print(f"this machine's GPU {name!r} has no recorded throughput; the recorded cards:")
+    return list(CARDS)
