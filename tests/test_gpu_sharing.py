@@ -17,8 +17,6 @@ import fruit.experiments.gpu_sharing as gs
 from fruit.experiments import worker
 from fruit.experiments.gpu_sharing import MAX_RUNS_PER_GPU, RUN_GPU_MEMORY_GIB, runs_per_gpu
 
-BIN = Path(sys.executable).parent
-
 
 def test_the_modelled_default_is_the_fewest_of_cores_memory_and_the_cap():
     assert runs_per_gpu(16, 1, 139.8) == 16  # an H200 machine: a core each
@@ -120,7 +118,7 @@ def _train(arch: str, folder: Path, device: str, slot: int) -> subprocess.Popen:
         mp.setattr(os, "environ", env)
         env.update(worker._kernel_environment(1, device))
     command = [
-        str(BIN / "fruit"), "train", "--task", "question-formation", "--architecture", arch,
+        sys.executable, "-m", "fruit", "train", "--task", "question-formation", "--architecture", arch,
         "--profile", "smoke", "--train-size", "120", "--dev-size", "20", "--test-size", "20",
         "--gen-size", "20", "--max-epochs", "2", "--generate-data",
         "--data-dir", str(folder.parent / "data"), "--run-dir", str(folder), "--no-progress",
