@@ -694,8 +694,9 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
     import json
     from types import SimpleNamespace
 
+    from fruit.experiments.deadlines import EVALUATION_EXTRA, EVALUATION_MARGIN, Deadlines
     from fruit.experiments.progress import Progress
-    from fruit.experiments.sweep import EVALUATION_EXTRA, EVALUATION_MARGIN, Sweep
+    from fruit.experiments.sweep import Sweep
     from fruit.profiles import run_folder
 
     p = load_profile("claims")
@@ -713,7 +714,7 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
 
     limit, deadline = 7200.0, 1_000_000.0
     sweep = SimpleNamespace(
-        time_limit=limit, deadline=deadline, stop_at=deadline - 600.0, progress=progress
+        deadlines=Deadlines(limit, deadline, deadline - 600.0), progress=progress
     )
     tense_run = final_specs(p, tense, "Tf", 1e-3, 600)[2]
     de_run = final_specs(p, de, "Tf", 1e-3, 600)[2]
@@ -724,4 +725,5 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
     assert Sweep.stop_at_for(sweep, de_run) == deadline - (1.5 * 7.0 + 60.0)
     progress.add_run(tense_run, 30.0, epochs=3.0, evaluation_seconds=3000.0)
     assert Sweep.stop_at_for(sweep, tense_run) == deadline - limit / 2  # at most half
-    assert Sweep.stop_at_for(SimpleNamespace(deadline=None, time_limit=None), de_run) is None
+    no_limit = SimpleNamespace(deadlines=Deadlines.starting_now(None), progress=progress)
+    assert Sweep.stop_at_for(no_limit, de_run) is None

@@ -23,7 +23,7 @@ EXIT_PAUSED = 75
 EXIT_STOPPED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 # The shortest --time-limit: a LocalCluster starts in seconds, a run's kernel needs
 # RUN_START_SECONDS (fruit.experiments.worker) before its first batch, and closing down
-# keeps 5 s at least (fruit.experiments.sweep.time_limits).
+# keeps 5 s at least (fruit.experiments.deadlines.Deadlines).
 MIN_TIME_LIMIT = 30.0
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from fruit.experiments.progress import clock
+from fruit.experiments.run_state import describe_paused
+
 
 @dataclasses.dataclass
 class Failure:
@@ -39,3 +42,31 @@ class SweepResult:
     def add_failure(self, name: str, message: str, notebook: Path) -> None:
         """A run failed for good (after its retries)."""
         self.failures.append(Failure(name, message, notebook))
+
+    def summary(
+        self, limited: bool, on_request: bool, runs_root: Path, train_size: int
+    ) -> list[str]:
+        """What ``fruit run`` prints at the end: the counts, each failure with its executed
+        notebook, and, when a time limit (``limited``) or a pause request (``on_request``)
+        left runs, that the same command goes on, with where each paused run stands."""
+        lines = [
+            f"runs: {self.trained} trained, {self.found_complete} found complete, "
+            f"{len(self.failures)} failed, of {self.total}; {clock(self.seconds)}"
+        ]
+        for f in self.failures:
+            lines.append(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")
+        if self.left and limited:
+            paused = f" ({len(self.paused)} paused mid-run)" if self.paused else ""
+            why = "paused on request" if on_request else "time limit reached"
+            lines.append(
+                f"{why}: {self.left} run(s) left{paused}; every finished run "
+                "is recorded, and the same command goes on from here"
+            )
+        for name in self.paused:
+            lines.append("  " + describe_paused(runs_root / name, train_size))
+        if self.paused:
+            lines.append(
+                "  a paused run resumes from its resume files; on a machine without them "
+                "it trains from the start (to move a campaign, carry them with the records)"
+            )
+        return lines

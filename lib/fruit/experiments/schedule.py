@@ -30,6 +30,7 @@ from fruit.experiments.worker import EXECUTED_NOTEBOOK
 from fruit.io import atomic_write_json
 
 if TYPE_CHECKING:
+    from fruit.experiments.deadlines import Deadlines
     from fruit.experiments.progress import Progress
     from fruit.profiles import Profile
 
@@ -41,7 +42,7 @@ class Sweeper(Protocol):
 
     profile: Profile
     pairs: list[tuple[str, str]]
-    deadline: float | None
+    deadlines: Deadlines
     poll_seconds: float
     retries: int
     results_dir: Path
@@ -98,7 +99,7 @@ class Schedule:
             if self._search_closed(pair):
                 self._start_finals(pair)
 
-        deadline = self.sweep.deadline
+        deadline = self.sweep.deadlines.deadline
         while True:
             self._submit_waiting()
             if not self.pending:

@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fruit.errors import FruitError
+from fruit.experiments.deadlines import Deadlines
 from fruit.experiments.outcome import SweepResult
 from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
-from fruit.experiments.progress import Progress, clock
+from fruit.experiments.progress import Progress
 from fruit.experiments.reports import run_reports
 from fruit.experiments.reuse import same_run_elsewhere, take_over
-from fruit.experiments.run_state import check_records_agree, describe_paused
+from fruit.experiments.run_state import check_records_agree
 from fruit.experiments.schedule import Schedule, planned_runs
 from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics, remove_leftovers
@@ -63,26 +64,32 @@ def _prepare_data_on_worker(*args) -> str | FruitError:
         return e
 
 
-# A run whose pair has a recorded final evaluation stops training this long before the
-# deadline: its longest evaluation times EVALUATION_MARGIN, plus EVALUATION_EXTRA seconds
-# for the notebook's last cells and the kernel's end (evaluations under load vary: the
-# claims campaign's tense Tf+Nd runs took 419-464 s, its Tf runs 88-113 s).
-EVALUATION_MARGIN = 1.5
-EVALUATION_EXTRA = 60.0
-
-
-def time_limits(time_limit: float | None) -> tuple[float | None, float | None]:
-    """(deadline, stop_at) as ``time.time()`` values for a sweep starting now with
-    ``time_limit`` seconds: runs pause from ``stop_at`` on, leaving time for a run's final
-    evaluation (where nothing better is known, ``Sweep.stop_at_for``); at ``deadline``
-    whatever is still pending is abandoned, leaving time to close the cluster (a
-    LocalCluster takes a few seconds to stop its workers)."""
-    if time_limit is None:
-        return None, None
-    closing = min(30.0, max(5.0, 0.05 * time_limit))
-    evaluation = min(600.0, 0.1 * time_limit)
-    deadline = time.time() + time_limit - closing
-    return deadline, deadline - evaluation
+def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say) -> None:
+    """Each task's data folder made (or checked) once, one Dask task per task, before any
+    run starts; bad input (no network, a folder without the published files) ends the
+    sweep with its one line."""
+    futures = {
+        task: client.submit(
+            _prepare_data_on_worker,
+            str(data_dir),
+            task,
+            profile.task_data_seed(task),
+            profile.sizes,
+            profile.data_source,
+            None if published is None else str(published),
+            key=f"data-{profile.name}-{task}",
+            pure=False,
+        )
+        for task in tasks
+    }
+    for task, future in futures.items():
+        try:
+            outcome = future.result()
+        except Exception as e:
+            raise FruitError(f"preparing the data of {task} failed: {type(e).__name__}: {e}") from e
+        if isinstance(outcome, FruitError):  # bad input, said in one line
+            raise outcome
+        say(f"data {task}: {outcome} in {data_dir / task}")
 
 
 class Sweep:
@@ -136,9 +143,7 @@ class Sweep:
         # (fruit.experiments.worker._ALLOCATOR_PREFIX). Take them before any Dask nanny
         # starts in this process: a nanny writes its settings into os.environ.
         self.allocator = allocator_environment() if allocator is None else dict(allocator)
-        # set by run(): when to abandon what is pending, when runs pause (time.time())
-        self.deadline: float | None = None
-        self.stop_at: float | None = None
+        self.deadlines = Deadlines()  # set by run(): when runs pause, when it ends
         self.paused_on_request = False
         self._start = time.monotonic()
         self.progress: Progress | None = None  # set by run(): what the runs have taken
@@ -167,18 +172,10 @@ class Sweep:
         return metrics
 
     def stop_at_for(self, spec: RunSpec) -> float | None:
-        """When ``spec`` must stop training (pause) under the time limit: early enough to
-        evaluate before the deadline. Where its pair has a recorded final evaluation,
-        that evaluation's seconds (``EVALUATION_MARGIN`` x, + ``EVALUATION_EXTRA``, at
-        most half the limit) before the deadline; else the sweep's ``stop_at`` (a tenth
-        of the limit, at most 10 minutes, before it)."""
-        if self.deadline is None or self.time_limit is None:
-            return None
+        """When ``spec`` must pause under the time limit (``Deadlines.stop_at_for``, with
+        its pair's recorded final evaluation where there is one)."""
         evaluation = None if self.progress is None else self.progress.evaluation(spec)
-        if evaluation is None:
-            return self.stop_at
-        reserve = EVALUATION_MARGIN * evaluation + EVALUATION_EXTRA
-        return self.deadline - min(reserve, 0.5 * self.time_limit)
+        return self.deadlines.stop_at_for(evaluation)
 
     def submit(self, spec: RunSpec, attempt: int):
         """Submit one attempt at a run to the cluster; returns its future."""
@@ -209,35 +206,9 @@ class Sweep:
 
     # -- phases -----------------------------------------------------------------
 
-    def prepare_data(self) -> None:
-        futures = {
-            task: self.client.submit(
-                _prepare_data_on_worker,
-                str(self.data_dir),
-                task,
-                self.profile.task_data_seed(task),
-                self.profile.sizes,
-                self.profile.data_source,
-                None if self.published_dir is None else str(self.published_dir),
-                key=f"data-{self.profile.name}-{task}",
-                pure=False,
-            )
-            for task in dict.fromkeys(t for t, _ in self.pairs)
-        }
-        for task, future in futures.items():
-            try:
-                outcome = future.result()
-            except Exception as e:
-                raise FruitError(
-                    f"preparing the data of {task} failed: {type(e).__name__}: {e}"
-                ) from e
-            if isinstance(outcome, FruitError):  # bad input, said in one line
-                raise outcome
-            self.say(f"data {task}: {outcome} in {self.data_dir / task}")
-
     def run(self) -> SweepResult:
         self._start = time.monotonic()
-        self.deadline, self.stop_at = time_limits(self.time_limit)
+        self.deadlines = Deadlines.starting_now(self.time_limit)
         self.paused_on_request = False
         self.runs_root.mkdir(parents=True, exist_ok=True)
         for folder in [self.runs_root, *(self.runs_root / t / a for t, a in self.pairs)]:
@@ -259,14 +230,19 @@ class Sweep:
             f"(task, architecture) pair(s), {profile.search_trials} search trial(s) + "
             f"{profile.final_runs} final run(s) each; {self.cluster.description}"
         )
-        self.prepare_data()
+        tasks = dict.fromkeys(t for t, _ in self.pairs)
+        prepare_data(self.client, profile, tasks, self.data_dir, self.published_dir, self.say)
         schedule.execute()
         self.paused_on_request = self.pausing()
         self.pause_file.unlink(missing_ok=True)  # done: the next call starts afresh
 
         result.seconds = time.monotonic() - self._start
         result.left = result.total - result.trained - result.found_complete - len(result.failures)
-        self._summarise(result)
+        limited = self.time_limit is not None or self.paused_on_request
+        for line in result.summary(
+            limited, self.paused_on_request, self.runs_root, self.profile.sizes["train"]
+        ):
+            self.say(line)
         if self.reports:
             if result.complete:
                 result.reports = self.run_reports()
@@ -276,28 +252,6 @@ class Sweep:
                 self.say("tables and figures not made: some runs failed or were skipped")
         result.seconds = time.monotonic() - self._start
         return result
-
-    def _summarise(self, result: SweepResult) -> None:
-        self.say(
-            f"runs: {result.trained} trained, {result.found_complete} found complete, "
-            f"{len(result.failures)} failed, of {result.total}; {clock(result.seconds)}"
-        )
-        for f in result.failures:
-            self.say(f"  failed: {f.name}: {f.message}\n          notebook: {f.notebook}")
-        if result.left and (self.time_limit is not None or self.paused_on_request):
-            paused = f" ({len(result.paused)} paused mid-run)" if result.paused else ""
-            why = "paused on request" if self.paused_on_request else "time limit reached"
-            self.say(
-                f"{why}: {result.left} run(s) left{paused}; every finished run "
-                "is recorded, and the same command goes on from here"
-            )
-        for name in result.paused:
-            self.say("  " + describe_paused(self.runs_root / name, self.profile.sizes["train"]))
-        if result.paused:
-            self.say(
-                "  a paused run resumes from its resume files; on a machine without them "
-                "it trains from the start (to move a campaign, carry them with the records)"
-            )
 
     def request_pause(self) -> None:
         """Stop starting runs, and have the running ones pause before their next batch

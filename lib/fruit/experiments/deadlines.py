@@ -1,0 +1,49 @@
+"""When a sweep's runs must stop (``Deadlines``): under a time limit no run starts after
+its stop time, a run in progress pauses before it, and at the deadline whatever is still
+pending is abandoned. ``Sweep.run()`` takes them once, when it starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+# A run whose pair has a recorded final evaluation stops training this long before the
+# deadline: its longest evaluation times EVALUATION_MARGIN, plus EVALUATION_EXTRA seconds
+# for the notebook's last cells and the kernel's end (evaluations under load vary: the
+# claims campaign's tense Tf+Nd runs took 419-464 s, its Tf runs 88-113 s).
+EVALUATION_MARGIN = 1.5
+EVALUATION_EXTRA = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Deadlines:
+    """A sweep's time limit as ``time.time()`` values; all None without a limit."""
+
+    time_limit: float | None = None  # seconds, as given
+    deadline: float | None = None  # what is still pending is abandoned
+    stop_at: float | None = None  # runs pause, where nothing better is known
+
+    @classmethod
+    def starting_now(cls, time_limit: float | None) -> Deadlines:
+        """Runs pause from ``stop_at`` on, leaving time for a run's final evaluation (a
+        tenth of the limit, at most 10 minutes); at ``deadline`` whatever is pending is
+        abandoned, leaving time to close the cluster (a LocalCluster takes a few seconds
+        to stop its workers)."""
+        if time_limit is None:
+            return cls()
+        closing = min(30.0, max(5.0, 0.05 * time_limit))
+        evaluation = min(600.0, 0.1 * time_limit)
+        deadline = time.time() + time_limit - closing
+        return cls(time_limit, deadline, deadline - evaluation)
+
+    def stop_at_for(self, evaluation: float | None) -> float | None:
+        """When a run must pause to evaluate before the deadline: where its pair has a
+        recorded final evaluation of ``evaluation`` seconds, that x ``EVALUATION_MARGIN``
+        + ``EVALUATION_EXTRA`` (at most half the limit) before the deadline; else
+        ``stop_at``."""
+        if self.deadline is None or self.time_limit is None:
+            return None
+        if evaluation is None:
+            return self.stop_at
+        reserve = EVALUATION_MARGIN * evaluation + EVALUATION_EXTRA
+        return self.deadline - min(reserve, 0.5 * self.time_limit)
