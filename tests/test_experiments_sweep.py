@@ -193,8 +193,8 @@ def test_under_a_time_limit_a_paused_run_goes_before_a_fresh_one(monkeypatch):
     campaign two paused runs waited behind fresh ones for a whole step.)"""
     import time as clock
 
+    from fruit.experiments.dispatch import Dispatcher
     from fruit.experiments.plan import RunSpec
-    from fruit.experiments.schedule import Schedule
 
     def spec(index):
         return RunSpec("p", "question-formation", "Tf", "final", index, index, 1e-3, 512, 30)
@@ -207,13 +207,11 @@ def test_under_a_time_limit_a_paused_run_goes_before_a_fresh_one(monkeypatch):
         def run_seconds(self, s, epochs):
             return per_epoch * max(20.0 - epochs, 1.0)
 
-    schedule = Schedule.__new__(Schedule)
-    schedule.progress = Estimate()
-    monkeypatch.setattr(Schedule, "_epochs", lambda self, s: trained[s.name])
+    queue = Dispatcher(sweep=None, progress=Estimate(), epochs=lambda s: trained[s.name])
 
     def first(stop_at):
-        ranked = sorted([fresh, paused], key=lambda s: schedule._priority(s, stop_at))
-        return ranked[-1].name  # _submit_waiting sorts in reverse
+        ranked = sorted([fresh, paused], key=lambda s: queue.rank(s, stop_at))
+        return ranked[-1].name  # submit_waiting sorts in reverse
 
     hours = clock.time() + 3 * 3600.0
     assert first(None) == fresh.name  # longest first: 20 epochs against 6

@@ -3,10 +3,12 @@
 
 * ``plan``    -- a profile -> run specifications (``RunSpec``: seeds, search draws), the
   plan record, the check of a finished folder, the selection of the best trial;
-* ``sweep``   -- ``Sweep``: data, search, selection, final runs and reports on a cluster,
-  time limits;
-* ``schedule`` -- ``Schedule``: the runs of one sweep in flight (what is submitted, what a
-  finished search trial unlocks); it sees the sweep through the narrow ``Sweeper``;
+* ``sweep``   -- ``Sweep``: data, search, selection, final runs and reports on a cluster;
+* ``deadlines`` -- ``Deadlines``: when runs pause and the sweep ends under a time limit;
+* ``schedule`` -- ``Schedule``: what each finished or failed run of one sweep unlocks
+  (a pair's closed search starts its final runs; retries);
+* ``dispatch`` -- ``Dispatcher``: runs waiting for a worker, their order, pending futures;
+* ``sweeper`` -- ``Sweeper``: the narrow view of the sweep that those two get;
 * ``outcome`` -- ``SweepResult``: what one sweep did;
 * ``reuse``   -- runs a profile takes over from another profile's records;
 * ``progress`` -- ``Progress``: the sweep's one-line display and its time estimate;

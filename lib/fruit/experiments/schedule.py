@@ -1,8 +1,8 @@
 """The bookkeeping of one ``Sweep.run()`` (docs/architecture.md §4, steps 4-6).
 
-A ``Schedule`` holds what that call has submitted and what each outcome unlocks: the
-search runs of every (task, architecture) pair, their finished metrics and failures,
-the pending Dask futures. A finished search run may close its pair's search, which picks
+A ``Schedule`` holds what each outcome unlocks: the search runs of every (task,
+architecture) pair, their finished metrics and failures; the runs waiting for a worker and
+the pending Dask futures are its ``Dispatcher``'s (``fruit.experiments.dispatch``). A finished search run may close its pair's search, which picks
 the winning trial (``selection.json``) and submits the pair's final runs; a failed run is
 retried, then recorded; at the time limit whatever is still pending is abandoned (its
 last checkpoint stays for the next call). Submitting and the settings are the ``Sweep``'s.
@@ -14,13 +14,13 @@ import json
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
+from fruit.experiments.dispatch import Dispatcher
 from fruit.experiments.outcome import SweepResult
 from fruit.experiments.plan import (
     RunSpec,
     final_specs,
-    relative_cost,
     search_specs,
     select_best,
     selection_record,
@@ -30,31 +30,8 @@ from fruit.experiments.worker import EXECUTED_NOTEBOOK
 from fruit.io import atomic_write_json
 
 if TYPE_CHECKING:
-    from fruit.experiments.deadlines import Deadlines
     from fruit.experiments.progress import Progress
-    from fruit.profiles import Profile
-
-
-class Sweeper(Protocol):
-    """What the schedule needs of the sweep that runs it (``fruit.experiments.sweep.Sweep``):
-    the plan, where records go, the cluster, and the few decisions the sweep owns (when a
-    run must stop, whether to pause, submitting a run, reading a finished one)."""
-
-    profile: Profile
-    pairs: list[tuple[str, str]]
-    deadlines: Deadlines
-    poll_seconds: float
-    retries: int
-    results_dir: Path
-    runs_root: Path
-    cluster: Any
-    client: Any
-
-    def say(self, text: str) -> None: ...
-    def pausing(self) -> bool: ...
-    def stop_at_for(self, spec: RunSpec) -> float | None: ...
-    def submit(self, spec: RunSpec, attempt: int) -> Any: ...
-    def finished_metrics(self, spec: RunSpec) -> dict[str, Any] | None: ...
+    from fruit.experiments.sweeper import Sweeper
 
 
 TRAINED_SECONDS = 30.0  # how often the time estimate reads the pending runs' logs
@@ -84,114 +61,41 @@ class Schedule:
         self.search = {pair: search_specs(self.profile, *pair) for pair in sweep.pairs}
         self.search_done: dict[tuple[str, str], list[dict]] = defaultdict(list)
         self.search_failed: dict[tuple[str, str], int] = defaultdict(int)
-        self.pending: dict[Any, tuple[RunSpec, int]] = {}  # future -> (spec, attempt)
-        self.waiting: list[tuple[RunSpec, int]] = []  # launched, not yet submitted
+        self.queue = Dispatcher(sweep, progress, self._epochs)  # waiting, pending runs
         self._trained: dict[str, float] = {}  # run name -> epochs trained (pending runs)
         self._trained_at = -float("inf")  # time.monotonic() of that reading
-        self.unfinished: list[RunSpec] = []  # paused, abandoned or never started: left over
 
     def execute(self) -> None:
         """Submit every unfinished run and follow them until none is pending (or the
         time limit ends the sweep)."""
         for spec in self._collect_finished():
-            self._launch(spec)
+            self.queue.launch(spec)
         for pair in self.search:
             if self._search_closed(pair):
                 self._start_finals(pair)
 
-        deadline = self.sweep.deadlines.deadline
+        deadline, queue = self.sweep.deadlines.deadline, self.queue
         while True:
-            self._submit_waiting()
-            if not self.pending:
+            queue.submit_waiting()
+            if not queue.pending:
                 break
-            self.progress.running = self._running()
+            self.progress.running = queue.running()
             self.progress.show(self._left_specs(), trained=self._trained_so_far())
             if deadline is not None and time.time() >= deadline:
-                self._abandon()
+                queue.abandon()
                 break
-            finished_futures = [f for f in self.pending if f.done()]
-            if not finished_futures:
+            ended = queue.done()
+            if not ended:
                 time.sleep(self.sweep.poll_seconds)
-            for future in finished_futures:
-                spec, attempt = self.pending.pop(future)
+            for spec, attempt, future in ended:
                 if future.status == "finished":
                     self._on_result(spec, *future.result())
                 else:
                     self._on_failure(spec, attempt, future.exception())
         self.progress.running = 0
-        left = self._left_specs() + self.unfinished  # what a later call has to train
+        left = self._left_specs() + queue.unfinished  # what a later call has to train
         self.progress.show(left, force=True, trained={s.name: self._epochs(s) for s in left})
         self.progress.end()
-
-    def _launch(self, spec: RunSpec, attempt: int = 1) -> None:
-        """Queue a run; the loop in ``execute`` submits it when its turn comes."""
-        self.waiting.append((spec, attempt))
-
-    def _submit_waiting(self) -> bool:
-        """Submit waiting runs in the order of ``_priority`` while a worker slot is free;
-        True if any was submitted. Never more runs than slots go to Dask: Dask places a
-        task on a worker when it is submitted and, with work stealing off (cluster.QUIET_DASK),
-        never moves it, so a run queued behind a busy worker's hours-long run would wait
-        there while another worker idles. (With a fixed number of workers nothing is
-        lost by holding runs back; workers that join later raise ``slots()``.)"""
-        if not self.waiting:
-            return False
-        if self.sweep.pausing():
-            self.unfinished += [spec for spec, _ in self.waiting]  # left for the next call
-            self.waiting.clear()
-            return False
-        now = time.time()
-        late = [item for item in self.waiting if self._past_stop(item[0], now)]
-        if late:  # too late to start (its stop time, Sweep.stop_at_for, has come)
-            self.unfinished += [spec for spec, _ in late]
-            self.waiting = [item for item in self.waiting if item not in late]
-        free = self.sweep.cluster.slots() - len(self.pending)
-        if free <= 0 or not self.waiting:
-            return False
-        self.waiting.sort(
-            key=lambda item: self._priority(item[0], self.sweep.stop_at_for(item[0])),
-            reverse=True,
-        )
-        for spec, attempt in self.waiting[:free]:
-            self.pending[self.sweep.submit(spec, attempt)] = (spec, attempt)
-        del self.waiting[:free]
-        return True
-
-    def _past_stop(self, spec: RunSpec, now: float) -> bool:
-        stop_at = self.sweep.stop_at_for(spec)
-        return stop_at is not None and now >= stop_at
-
-    def _priority(self, spec: RunSpec, stop_at: float | None) -> tuple[bool, bool, float, int]:
-        """Longest first (so that no long run starts last and keeps one worker busy
-        after the others are done), but under a time limit the runs expected to finish
-        before it first, and among those (and among those that cannot) a paused run (one
-        with epochs trained) before a fresh one, then the longest (of the runs that cannot
-        finish: the one closest to its end). A paused run
-        goes on only where its resume files are kept, so the fewer runs are left
-        half-trained at the limit, the less a lost machine costs (a fresh run ranked
-        first by length kept two paused runs waiting for a whole step of the claims
-        campaign). How long a run takes is the progress estimate (the architecture's
-        seconds per epoch, ``Progress.rate``: measured, or the cost model's before
-        anything is, times a final run's expected length, less the epochs it has
-        trained); where even that is unknown, ``relative_cost`` alone ranks them."""
-        trained = self._epochs(spec)
-        resumes = stop_at is not None and trained > 0
-        seconds = self.progress.run_seconds(spec, trained)
-        if seconds is None:
-            return (True, resumes, 0.0, relative_cost(spec))
-        fits = stop_at is None or time.time() + seconds <= stop_at
-        return (fits, resumes, seconds if fits else -seconds, relative_cost(spec))
-
-    def _abandon(self) -> None:
-        """At the time limit: give up what is still pending (a run evaluating, one that
-        has not reached a pause); its last checkpoint stays for the next call."""
-        for future, (spec, _) in list(self.pending.items()):
-            future.cancel()
-            self.unfinished.append(spec)
-            self.sweep.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
-        self.unfinished += [spec for spec, _ in self.waiting]
-        self.pending.clear()
-        self.waiting.clear()
 
     def _found_complete(self) -> None:
         self.result.found_complete += 1
@@ -222,7 +126,7 @@ class Schedule:
 
     def _on_result(self, spec: RunSpec, metrics: dict | None, seconds: float) -> None:
         if metrics is None:  # paused at, or not started after, the time limit
-            self.unfinished.append(spec)
+            self.queue.unfinished.append(spec)
             if seconds > 0:
                 self.result.paused.append(spec.name)
             return
@@ -247,7 +151,7 @@ class Schedule:
             message = f"{spec.name}: its worker died repeatedly ({error})"
         if attempt <= self.sweep.retries and not getattr(error, "final", False):
             say(f"retrying {spec.name} (attempt {attempt + 1}): {message}")
-            self._launch(spec, attempt + 1)
+            self.queue.launch(spec, attempt + 1)
             return
         notebook = spec.folder(self.sweep.results_dir) / EXECUTED_NOTEBOOK
         self.result.add_failure(spec.name, message, notebook)
@@ -281,24 +185,15 @@ class Schedule:
             if self.sweep.finished_metrics(spec) is not None:
                 self._found_complete()
             else:
-                self._launch(spec)
-
-    def _running(self) -> int:
-        """How many of our pending runs a worker is executing right now."""
-        try:
-            processing = self.sweep.client.processing()
-        except Exception:  # noqa: BLE001 - the display must not break the sweep
-            return 0
-        keys = {f.key for f in self.pending}
-        busy = sum(1 for ks in processing.values() for k in ks if k in keys)
-        return min(busy, self.sweep.cluster.slots())
+                self.queue.launch(spec)
 
     def _trained_so_far(self) -> dict[str, float]:
         """Epochs each pending run has trained (its log and pause marker), read again
         every ``TRAINED_SECONDS`` at most, for the time estimate."""
         now = time.monotonic()
         if now - self._trained_at >= TRAINED_SECONDS:
-            self._trained = {spec.name: self._epochs(spec) for spec, _ in self.pending.values()}
+            pending = self.queue.pending.values()
+            self._trained = {spec.name: self._epochs(spec) for spec, _ in pending}
             self._trained_at = now
         return self._trained
 
@@ -309,7 +204,7 @@ class Schedule:
     def _left_specs(self) -> list[RunSpec]:
         """Runs still to do (pending, plus final runs of pairs whose search is open), for
         the time estimate."""
-        left = [s for s, _ in self.pending.values()] + [s for s, _ in self.waiting]
+        left = [s for s, _ in self.queue.pending.values()] + [s for s, _ in self.queue.waiting]
         for task, arch in self.search:
             if not self._search_closed((task, arch)):
                 left += final_specs(self.profile, task, arch, 0.0, 0)
