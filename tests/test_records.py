@@ -164,7 +164,7 @@ def test_a_damaged_config_json(finished, data_dir, tmp_path):
     (done / "config.json").write_bytes(b"\xff\xfe")
     for attempt in (
         lambda: training.train_run(tiny(data_dir), done),
-        lambda: training.Run(tiny(data_dir), done),  # the train notebook's way
+        lambda: training.open_run(tiny(data_dir), done),  # the train notebook's way
     ):
         with pytest.raises(FruitError, match="config.json is damaged .*restore it, or delete"):
             attempt()
@@ -292,7 +292,7 @@ def test_bad_data_stops_a_run_before_anything_is_written(
     data = copy_data(data_dir, tmp_path / "data")
     damage_line(data / QF / f"{split}.tsv", line, edit)
     with pytest.raises(FruitError) as e:
-        training.Run(tiny(data), tmp_path / "run")
+        training.open_run(tiny(data), tmp_path / "run")
     assert named in str(e.value) and str(data / QF) in str(e.value)
     assert not (tmp_path / "run").exists()
     # a sweep checks a user's folder once, before any run starts
@@ -308,9 +308,11 @@ def test_batch_tokens_below_the_longest_example_is_refused(data_dir, tmp_path):
     )
     longest = max(len(x) + len(y) for x, y in train + dev)  # the oracle: the files themselves
     with pytest.raises(FruitError, match=f"it must be at least {longest}$"):
-        training.Run(tiny(data_dir, batch_tokens=longest - 1), tmp_path / "run")
+        training.open_run(tiny(data_dir, batch_tokens=longest - 1), tmp_path / "run")
     assert not (tmp_path / "run").exists()
-    training.Run(tiny(data_dir, batch_tokens=longest), tmp_path / "run")  # the smallest valid B
+    training.open_run(
+        tiny(data_dir, batch_tokens=longest), tmp_path / "run"
+    )  # the smallest valid B
 
 
 @pytest.mark.parametrize(
@@ -380,4 +382,5 @@ def test_unchanged_dataclass_fields_round_trip(data_dir):
     # the record a finished folder is compared with is the config's own fields
     c = training.resolve_config(tiny(data_dir))
     record = training.config.settings_record(c)
-    assert set(record) == {f.name for f in dataclasses.fields(c)} | {"trial"}
+    fields = {f.name for f in dataclasses.fields(c)} - {"resolved"}  # not a setting
+    assert set(record) == fields | {"trial"}

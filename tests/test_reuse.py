@@ -67,7 +67,7 @@ def trained(tmp_path_factory):
     results = tmp_path / "results"
     first, second = search_specs(src, TASK, "Tf")
     training.train_run(config(first, src, data_dir), first.folder(results))
-    run = training.Run(config(second, src, data_dir), second.folder(results))
+    run = training.open_run(config(second, src, data_dir), second.folder(results))
     run.train(
         on_checkpoint=lambda run, row: (tmp_path / "PAUSE").touch(), pause_file=tmp_path / "PAUSE"
     )

@@ -24,7 +24,7 @@ from fruit.breakdown import subject_groups
 from fruit.cli import main as cli_main
 from fruit.errors import FruitError
 from fruit.evaluation import evaluate
-from fruit.training import loop
+from fruit.training import pacing
 
 # ---------------------------------------------------------------- batching
 
@@ -158,7 +158,7 @@ def test_run_folder_is_complete(tmp_path, data_dir):
 def test_metrics_break_the_generalization_set_down_by_subject(tmp_path, data_dir):
     """Oracle: each row is fruit.evaluation's means over that kind of subject alone, with
     the run's best parameters; the rows weighted by their sizes give the run's means."""
-    run = training.Run(tiny_config(data_dir), tmp_path / "run")
+    run = training.open_run(tiny_config(data_dir), tmp_path / "run")
     run.train()
     metrics = run.finish()
     rows = metrics["by_subject"]
@@ -182,7 +182,7 @@ def test_metrics_break_the_generalization_set_down_by_subject(tmp_path, data_dir
 
 
 def test_validation_cross_entropy_per_token_by_brute_force(tmp_path, data_dir):
-    run = training.Run(tiny_config(data_dir, dev_size=7), tmp_path / "run")
+    run = training.open_run(tiny_config(data_dir, dev_size=7), tmp_path / "run")
     run.model.eval()
     total = tokens = 0.0
     with torch.no_grad():
@@ -238,7 +238,7 @@ def test_nan_loss_stops_the_run_as_diverged(tmp_path, data_dir):
     def factory(config, vocab_size):
         return Exploding(build_model("Tf", vocab_size=vocab_size, d=16))
 
-    run = training.Run(tiny_config(data_dir), tmp_path / "run", model_factory=factory)
+    run = training.open_run(tiny_config(data_dir), tmp_path / "run", model_factory=factory)
     run.train()
     metrics = run.finish()
     assert metrics["status"] == "diverged"
@@ -249,9 +249,9 @@ def test_nan_loss_stops_the_run_as_diverged(tmp_path, data_dir):
 
 
 def test_resume_refuses_different_settings(tmp_path, data_dir):
-    training.Run(tiny_config(data_dir), tmp_path / "run")
+    training.open_run(tiny_config(data_dir), tmp_path / "run")
     with pytest.raises(FruitError, match="learning_rate"):
-        training.Run(tiny_config(data_dir, learning_rate=0.5), tmp_path / "run")
+        training.open_run(tiny_config(data_dir, learning_rate=0.5), tmp_path / "run")
 
 
 # every shipped profile (sorted, "PATH.toml" first), as an unknown name's error lists them
@@ -295,7 +295,7 @@ class Killer:
     def set_postfix(self, **kw): pass
     def close(self): pass
 
-run = training.Run(config, sys.argv[2])
+run = training.open_run(config, sys.argv[2])
 run.train(progress=Killer())
 print(json.dumps(run.finish()))
 """
@@ -422,7 +422,29 @@ def test_profile_training_keys_are_the_run_config_fields_not_set_per_run():
     field_names = {f.name for f in fields(training.RunConfig)}
     allowed = _TABLE_KEYS["training"]
     assert allowed <= field_names
-    assert field_names - allowed == (per_run & field_names) | {"parameter_seed", "shuffle_seed"}
+    derived = {"parameter_seed", "shuffle_seed", "resolved"}  # from the seed; resolve_config's
+    assert field_names - allowed == (per_run & field_names) | derived
+
+
+def test_a_config_is_resolved_once_into_a_frozen_value_that_runs_take(tmp_path):
+    """resolve_config fills every None and returns a resolved config as it is (no second
+    reading of the profile); the value cannot be changed; a Run takes only a resolved one,
+    and config.json records the settings, not the flag."""
+    import dataclasses
+
+    from fruit.training.config import PROFILE_FIELDS, settings_record
+
+    given = training.RunConfig("question-formation", "Tf", profile="smoke")
+    c = training.resolve_config(given)
+    assert c.resolved and not given.resolved
+    assert all(getattr(c, name) is not None for name in PROFILE_FIELDS)
+    assert c.parameter_seed is not None and c.shuffle_seed is not None
+    assert training.resolve_config(c) is c
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.learning_rate = 1.0
+    assert "resolved" not in settings_record(c)
+    with pytest.raises(TypeError, match="resolved RunConfig"):
+        training.Run(given, tmp_path / "run", data=None)
 
 
 def test_data_errors_name_the_problem(tmp_path, data_dir):
@@ -574,7 +596,7 @@ def test_cli_trains_with_a_user_profile_file(tmp_path, capsys):
 
 
 class FakeClock:
-    """time.time() for fruit.training.loop that advances one second per call, so a run with
+    """time.time() for fruit.training.pacing that advances one second per call, so a run with
     ``stop_at = start + k`` pauses after a known number of batches."""
 
     def __init__(self):
@@ -603,10 +625,10 @@ def test_paused_runs_resume_to_the_uninterrupted_result(
     )
     whole = training.train_run(config, tmp_path / "whole")
     clock = FakeClock()
-    monkeypatch.setattr(loop.time, "time", clock)
+    monkeypatch.setattr(pacing.time, "time", clock)
     pauses = 0
     for budget in (3, 2, 7, 1, 4, 10_000):
-        run = training.Run(config, tmp_path / "paused")
+        run = training.open_run(config, tmp_path / "paused")
         seen = run.state.examples_seen
         run.train(stop_at=clock.now + budget)
         if not run.paused:
@@ -631,11 +653,11 @@ def test_a_pause_file_pauses_before_the_next_batch_and_the_run_resumes_exactly(t
         seen.append(run.state.examples_seen)
         pause.touch()
 
-    run = training.Run(config, tmp_path / "paused")
+    run = training.open_run(config, tmp_path / "paused")
     run.train(on_checkpoint=at_checkpoint, pause_file=pause)
     assert run.paused and run.state.examples_seen == seen[0]  # not one batch more
     assert not (tmp_path / "paused" / "metrics.json").exists()
-    run = training.Run(config, tmp_path / "paused")
+    run = training.open_run(config, tmp_path / "paused")
     run.train(pause_file=pause)  # the file is still there: pauses again at once
     assert run.paused and run.state.examples_seen == seen[0]
     pause.unlink()
@@ -654,7 +676,7 @@ def test_a_paused_run_carried_elsewhere_goes_on_with_its_prepared_data_there(tmp
     whole = training.train_run(config, tmp_path / "whole")
     pause = tmp_path / "PAUSE"
     pause.touch()
-    training.Run(config, here / "run").train(pause_file=pause)
+    training.open_run(config, here / "run").train(pause_file=pause)
     pause.unlink()
     assert (here / "run" / "checkpoint.pt").is_file()
     shutil.copytree(here, there)
@@ -669,7 +691,7 @@ def test_a_paused_run_carried_elsewhere_goes_on_with_its_prepared_data_there(tmp
     dev.write_text("".join(reversed(dev.read_text().splitlines(keepends=True))))
     other = tiny_config(elsewhere / "data", checkpoint_every=30, max_epochs=2)
     with pytest.raises(FruitError, match="holds a run with other settings \\(data_dir: "):
-        training.Run(other, elsewhere / "run")
+        training.open_run(other, elsewhere / "run")
     (elsewhere / "data" / "question-formation" / "dev.tsv").write_text(
         (here / "data" / "question-formation" / "dev.tsv").read_text()
     )  # the same examples again, in a folder fruit did not make: it goes on
@@ -686,14 +708,14 @@ def test_a_run_resumed_by_another_commit_says_so_once(tmp_path, data_dir):
     run_dir = tmp_path / "run"
     pause.touch()
     for _ in range(2):  # paused before its first batch, then resumed by the same code
-        training.Run(config, run_dir).train(pause_file=pause)
+        training.open_run(config, run_dir).train(pause_file=pause)
     assert (run_dir / "checkpoint.pt").is_file() and not (run_dir / "warnings.log").exists()
     # config.json now says another commit started the run
     record = json.loads((run_dir / "config.json").read_text())
     record["provenance"]["git"]["commit"] = "0123456789" * 4
     (run_dir / "config.json").write_text(json.dumps(record))
     for _ in range(2):  # two more pauses: one warning, not two
-        training.Run(config, run_dir).train(pause_file=pause)
+        training.open_run(config, run_dir).train(pause_file=pause)
     pause.unlink()
     metrics = training.train_run(config, run_dir, stop_at=None)
     (warning,) = metrics["warnings"]
@@ -724,8 +746,8 @@ def test_checkpoint_state_stays_a_plain_dict_that_resumes(tmp_path, data_dir, mo
     config = tiny_config(data_dir, architecture="Tf", checkpoint_every=30, max_epochs=2)
     whole = training.train_run(config, tmp_path / "whole")
     clock = FakeClock()
-    monkeypatch.setattr(loop.time, "time", clock)
-    run = training.Run(config, tmp_path / "paused")
+    monkeypatch.setattr(pacing.time, "time", clock)
+    run = training.open_run(config, tmp_path / "paused")
     run.train(stop_at=clock.now + 5)  # mid-epoch, after a checkpoint
     assert run.paused and run.state.log
     path = tmp_path / "paused" / "checkpoint.pt"
@@ -735,7 +757,7 @@ def test_checkpoint_state_stays_a_plain_dict_that_resumes(tmp_path, data_dir, mo
     # as an earlier version wrote it: no TrainingState anywhere in the file
     checkpoint["state"] = {k: checkpoint["state"][k] for k in sorted(CHECKPOINT_STATE_KEYS)}
     torch.save(checkpoint, path)
-    resumed = training.Run(config, tmp_path / "paused")
+    resumed = training.open_run(config, tmp_path / "paused")
     assert resumed.state == training.TrainingState(**checkpoint["state"])
     resumed.train()
     assert without_timing(resumed.finish()) == without_timing(whole)
@@ -744,7 +766,7 @@ def test_checkpoint_state_stays_a_plain_dict_that_resumes(tmp_path, data_dir, mo
     torch.save(checkpoint, path)
     (tmp_path / "paused" / "metrics.json").unlink()
     with pytest.raises(FruitError, match="training state lacks log"):
-        training.Run(config, tmp_path / "paused")
+        training.open_run(config, tmp_path / "paused")
 
 
 def test_published_data_is_prepared_whole_or_not_at_all(tmp_path, datasets_dir, monkeypatch):

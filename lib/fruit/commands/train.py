@@ -90,9 +90,9 @@ def config_from_args(args) -> training.RunConfig:
 def main(args) -> int:
     from fruit.io import check_folder, remove_leftovers
 
-    config = config_from_args(args)
+    config = training.resolve_config(config_from_args(args))  # resolved once, here
     check_folder(args.run_dir or args.output_dir, "--run-dir" if args.run_dir else "--output-dir")
-    run_dir = args.run_dir or training.run_dir_for(args.output_dir, training.resolve_config(config))
+    run_dir = args.run_dir or training.run_dir_for(args.output_dir, config)
     remove_leftovers(run_dir)  # half-written saves of a killed earlier call
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     metrics = training.train_run(config, run_dir, progress=progress)

@@ -4,7 +4,8 @@
 from fruit import training
 
 config = training.RunConfig("question-formation", "Tf+Nd", profile="smoke", generate_data=True)
-run = training.Run(config, "results/runs/smoke/question-formation/Tf+Nd/final-0")
+config = training.resolve_config(config)   # once: every setting filled and checked
+run = training.open_run(config, "results/runs/smoke/question-formation/Tf+Nd/final-0")
 run.train(progress=True)      # resumes from checkpoint.pt when the folder has one
 metrics = run.finish()        # evaluation with best.pt, then metrics.json
 training.read_log(run.dir)    # log.csv as a DataFrame
@@ -16,7 +17,7 @@ completed from the profile), ``checkpoints`` (``TrainingState``, ``checkpoint.pt
 ``best.pt``, ``log.csv``, ``warnings.log``), ``objective`` (the loss, Adam, clipping,
 the plateau schedule), ``records`` (``config.json``, the final evaluation,
 ``metrics.json``), ``resume`` (opening a folder again: resuming from ``checkpoint.pt``,
-restarting after damage), ``loop`` (``Run``, ``train_run``: the optimisation, pausing).
+restarting after damage), ``loop`` (``open_run``, ``Run``, ``train_run``: the optimisation, pausing).
 """
 
 from fruit.training.checkpoints import LOG_COLUMNS, TrainingState, read_log
@@ -30,7 +31,7 @@ from fruit.training.data import (
     prepare_data,
     published_folder,
 )
-from fruit.training.loop import Run, default_model_factory, train_run
+from fruit.training.loop import Run, default_model_factory, open_run, train_run
 
 __all__ = [
     "DATA_MARKER",
@@ -44,6 +45,7 @@ __all__ = [
     "TrainingState",
     "default_model_factory",
     "load_data",
+    "open_run",
     "prepare_data",
     "published_folder",
     "read_log",

@@ -49,9 +49,13 @@ PROFILE_FIELDS = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
-    """Every setting of one run. ``None`` means "from the profile" or "derived"."""
+    """Every setting of one run, as given (``None``: "from the profile" or "derived") or,
+    once ``resolve_config`` has made it, resolved: every ``None`` filled, every name and
+    range checked, ``resolved`` True. A value: it is never changed, only replaced
+    (``dataclasses.replace``). A run trains only a resolved one (``fruit.training.Run``),
+    and that is what its config.json records."""
 
     task: str
     architecture: str
@@ -92,6 +96,8 @@ class RunConfig:
     eval_batch_tokens: int = evaluation.EVAL_BATCH_TOKENS
     sample_prompt_tokens: int = evaluation.SAMPLE_PROMPT_TOKENS
     partial_on_test: bool = True
+    # set by resolve_config only; not a setting (config.json does not record it)
+    resolved: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def from_parameters(cls, parameters) -> RunConfig:
@@ -101,7 +107,7 @@ class RunConfig:
         naming the parameter); other keys are ignored."""
         values = {}
         for f in dataclasses.fields(cls):
-            if f.name in parameters:
+            if f.name in parameters and f.name != "resolved":
                 kind = str(f.type).split(" | ")[0]
                 values[f.name] = _cast(f.name, kind, parameters[f.name])
         return cls(**values)
@@ -166,7 +172,9 @@ def check_ranges(c: RunConfig) -> None:
 
 
 def resolve_config(config: RunConfig) -> RunConfig:
-    """Check names and fill every ``None`` from the profile or the seed.
+    """The resolved config: names checked and every ``None`` filled from the profile or
+    the seed; a resolved one is returned as it is, so resolving happens once, at the edge
+    (``fruit train``, the train notebook's parameters, ``fruit run``'s plan).
 
     Sizes, ``checkpoint_every``, ``max_epochs`` (of this phase and architecture),
     ``data_dir`` and ``data_seed`` come from ``fruit.profiles.load_profile(config.profile)``
@@ -175,34 +183,35 @@ def resolve_config(config: RunConfig) -> RunConfig:
     """
     from fruit.tasks import get_task
 
+    if config.resolved:
+        return config
     get_task(config.task)  # FruitError listing the tasks
     if config.architecture not in ARCHITECTURES:
         raise unknown_choice("architecture", config.architecture, ARCHITECTURES)
     if config.phase not in PHASES:
         raise unknown_choice("phase", config.phase, PHASES)
-    c = dataclasses.replace(config, model_options=dict(config.model_options))
-    missing = [name for name in PROFILE_FIELDS if getattr(c, name) is None]
-    if missing or is_profile_path(c.profile):
+    filled = {"model_options": dict(config.model_options)}
+    missing = [name for name in PROFILE_FIELDS if getattr(config, name) is None]
+    if missing or is_profile_path(config.profile):
         # the profile file is read only when it has something to give (or names a file):
         # a run whose every size is explicit (e.g. from fruit run) may carry any name
-        profile = load_profile(c.profile)  # FruitError listing the shipped profiles
-        settings = profile.run_settings(c.phase, c.architecture)
+        profile = load_profile(config.profile)  # FruitError listing the shipped profiles
+        settings = profile.run_settings(config.phase, config.architecture)
         settings["data_dir"] = str(Path("data") / profile.name)
-        settings["data_seed"] = profile.task_data_seed(c.task)
+        settings["data_seed"] = profile.task_data_seed(config.task)
         settings["data_source"] = profile.data_source
-        for name in missing:
-            setattr(c, name, settings[name])
-        c.profile = profile.name  # a path becomes the name that its results go under
-    if c.parameter_seed is None:
-        c.parameter_seed = derive_seed(c.seed, "parameters")
-    if c.shuffle_seed is None:
-        c.shuffle_seed = derive_seed(c.seed, "shuffle")
-    c.data_dir = str(c.data_dir)
+        filled.update({name: settings[name] for name in missing})
+        filled["profile"] = profile.name  # a path becomes the name its results go under
+    if config.parameter_seed is None:
+        filled["parameter_seed"] = derive_seed(config.seed, "parameters")
+    if config.shuffle_seed is None:
+        filled["shuffle_seed"] = derive_seed(config.seed, "shuffle")
+    c = dataclasses.replace(config, **filled)
     if c.data_source not in DATA_SOURCES:
         raise unknown_choice("data_source", c.data_source, DATA_SOURCES)
     check_ranges(c)
-    c.device = check_device(c.device)  # before any data is read or generated
-    return c
+    device = check_device(c.device)  # before any data is read or generated
+    return dataclasses.replace(c, data_dir=str(c.data_dir), device=device, resolved=True)
 
 
 def run_dir_for(output_dir, config: RunConfig) -> Path:
@@ -246,6 +255,7 @@ def read_config(run_dir: Path) -> dict | None:
 def settings_record(config: RunConfig) -> dict:
     """The settings config.json records for a resolved config (before the model is built)."""
     record = dataclasses.asdict(config)
+    del record["resolved"]
     record["trial"] = config.index  # docs/contracts.md §5 calls the index "trial" here
     return record
 

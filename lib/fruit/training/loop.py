@@ -11,7 +11,7 @@ Evaluation uses the best parameters.
 
 A run folder (``Run.dir``) holds config.json, log.csv, checkpoint.pt, best.pt
 and, written atomically and last, metrics.json. A folder without metrics.json is
-unfinished; building a ``Run`` on it again resumes exactly from checkpoint.pt
+unfinished; opening it again (``open_run``) resumes exactly from checkpoint.pt
 (parameters, optimiser, scheduler, RNG states, counters, position in the epoch;
 ``fruit.training.checkpoints``). A damaged checkpoint.pt or config.json of an
 unfinished run is kept as ``<name>.damaged`` and the run starts again from scratch
@@ -31,7 +31,6 @@ import math
 import os
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from fruit.training.checkpoints import TrainingState, write_log
 from fruit.training.config import RunConfig, check_finished_settings, resolve_config
 from fruit.training.data import TaskData, check_batch_tokens, data_digest, load_data
 from fruit.training.objective import optimizer_and_scheduler, update, validation_cross_entropy
+from fruit.training.pacing import Pacing
 from fruit.training.progress import progress_bar
 
 
@@ -62,24 +62,26 @@ def default_model_factory(config: RunConfig, vocab_size: int):
 
 
 class Run:
-    """One training run bound to its folder; resumes from ``checkpoint.pt`` if present."""
+    """One training run bound to its folder. ``open_run`` makes one (it resolves the
+    config, loads the data, opens the folder: config.json, a resume from checkpoint.pt);
+    ``Run(...)`` itself reads and writes no file."""
 
     def __init__(
         self,
         config: RunConfig,
         run_dir,
-        *,
-        data: TaskData | None = None,
+        data: TaskData,
         model_factory: Callable | None = None,
     ):
         from fruit.tasks import get_task
 
-        tune_for_training()  # keep PyTorch's per-step buffers in the heap (fruit.allocator)
-        self.config = c = resolve_config(config)
+        if not config.resolved:
+            raise TypeError("Run takes a resolved RunConfig: use open_run(config, run_dir)")
+        self.config = c = config
         self.dir = Path(run_dir)
         self.task = get_task(c.task)
         self.device = resolve_device(c.device)
-        self.data = data if data is not None else load_data(c)
+        self.data = data
         self.vocab = self.data.vocab
         self.eos_id = self.vocab.eos_id
         self._model_factory = model_factory or default_model_factory
@@ -91,9 +93,7 @@ class Run:
         self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
         self.start_fresh()
         self.paused = False  # train() stopped at its stop_at or its pause_file (see train)
-        self._clock = (time.perf_counter(), 0.0)  # (perf_counter at start, seconds before)
-        self._slowest_batch = 0.0  # seconds: train() pauses 2 such batches before stop_at
-        resume.open_folder(self)  # config.json; checkpoint.pt, or a restart after damage
+        self.pacing = Pacing()  # train() sets it: training seconds, when to pause
 
     def start_fresh(self) -> None:
         """The model, optimiser, shuffling generator and state of a run that has not
@@ -129,15 +129,8 @@ class Run:
         return data_digest(self.data)
 
     def _save_checkpoint(self) -> None:
-        checkpoints.save_checkpoint(
-            self.dir,
-            self.model,
-            self.optimizer,
-            self.scheduler,
-            self.rng,
-            self.state,
-            self.data_digest,
-        )
+        parts = (self.model, self.optimizer, self.scheduler, self.rng, self.state)
+        checkpoints.save_checkpoint(self.dir, *parts, self.data_digest)
 
     def load_best(self) -> None:
         """Put the best parameters (by validation cross-entropy) into ``self.model``."""
@@ -151,17 +144,6 @@ class Run:
             self.model, self.dev_strings, self.dev_batches, self.eos_id, self.device
         )
 
-    def _update(self, batch) -> float:
-        strings = [self.train_strings[i] for i in batch]
-        return update(
-            self.model, self.optimizer, strings, self.eos_id, self.device, self.config.clip_norm
-        )
-
-    def _elapsed(self) -> float:
-        """Training seconds over every attempt, up to now (``train`` sets the clock)."""
-        clock_start, seconds_before = self._clock
-        return seconds_before + (time.perf_counter() - clock_start)
-
     def _checkpoint(self, on_checkpoint: Callable | None, bar=None) -> None:
         st, c = self.state, self.config
         score = self.validate()
@@ -171,7 +153,7 @@ class Run:
         self.scheduler.step(score)
         if improved:
             checkpoints.save_best(self.dir, self.model, st.examples_seen, score)
-        st.seconds = self._elapsed()
+        st.seconds = self.pacing.elapsed()
         row = st.log_checkpoint(score, learning_rate, len(self.train_strings), c.checkpoint_every)
         write_log(self.dir, st.log)
         self._save_checkpoint()
@@ -180,24 +162,23 @@ class Run:
         if on_checkpoint is not None:
             on_checkpoint(self, row)
 
-    def _train_epoch(
-        self, bar, on_checkpoint: Callable | None, stop_at: float | None, pause_file
-    ) -> bool:
+    def _train_epoch(self, bar, on_checkpoint: Callable | None) -> bool:
         """Go on with the current epoch; True when it ran to its end, False when it
         stopped early (a pause, divergence, early stopping)."""
         st, c = self.state, self.config
         self.rng.setstate(st.epoch_rng_state)
         batches = training_batches([len(w) for w in self.train_strings], c.batch_tokens, self.rng)
         while st.batch_index < len(batches):
-            # pause rather than run past stop_at: leave room for two of the slowest batches
-            would_overrun = stop_at is not None and time.time() + 2 * self._slowest_batch > stop_at
-            if would_overrun or (pause_file is not None and os.path.exists(pause_file)):
+            if self.pacing.should_pause():  # rather than run past stop_at, or on request
                 self.paused = True
                 return False
             batch = batches[st.batch_index]
-            batch_start = time.perf_counter()
-            loss = self._update(batch)
-            self._slowest_batch = max(self._slowest_batch, time.perf_counter() - batch_start)
+            self.pacing.batch_started()
+            strings = [self.train_strings[i] for i in batch]
+            loss = update(
+                self.model, self.optimizer, strings, self.eos_id, self.device, c.clip_norm
+            )
+            self.pacing.batch_ended()
             st.batch_index += 1
             if not math.isfinite(loss):
                 st.diverged = f"loss became {loss} at examples_seen={st.examples_seen}"
@@ -244,17 +225,16 @@ class Run:
         )
         if bar is not None:
             bar.update(st.examples_seen)
-        self._clock = (time.perf_counter(), st.seconds)
-        self._slowest_batch = 0.0  # seconds, for stop_at
+        self.pacing = Pacing(st.seconds, stop_at, pause_file)
         while (
             not self.paused and not st.stopped and st.diverged is None and st.epoch < c.max_epochs
         ):
-            if self._train_epoch(bar, on_checkpoint, stop_at, pause_file):
+            if self._train_epoch(bar, on_checkpoint):
                 st.epoch += 1
                 st.batch_index = 0
                 st.epoch_rng_state = self.rng.getstate()
         if self.paused:
-            st.seconds = self._elapsed()
+            st.seconds = self.pacing.elapsed()
             write_log(self.dir, st.log)
             self._save_checkpoint()
             record = {"examples_seen": st.examples_seen, "stop_at": stop_at}
@@ -264,7 +244,7 @@ class Run:
                 # fewer examples than one checkpoint interval: validate once at the end
                 self._checkpoint(on_checkpoint)
             st.training_done = True
-            st.seconds = self._elapsed()
+            st.seconds = self.pacing.elapsed()
             self._save_checkpoint()
         if bar is not None:
             bar.close()
@@ -280,6 +260,26 @@ class Run:
         return records.finish(self)
 
 
+def open_run(
+    config: RunConfig,
+    run_dir,
+    *,
+    data: TaskData | None = None,
+    model_factory: Callable | None = None,
+) -> Run:
+    """A ``Run`` of ``config`` (resolved here unless it is already) in ``run_dir``, with
+    the side effects of starting one: PyTorch's buffers kept in the heap
+    (``fruit.allocator``), the data loaded (or generated, with ``generate_data``), the
+    model built, and the folder opened -- config.json written or checked, an unfinished
+    run resumed from checkpoint.pt, or restarted when a record is damaged
+    (``fruit.training.resume``)."""
+    tune_for_training()
+    config = resolve_config(config)
+    run = Run(config, run_dir, data if data is not None else load_data(config), model_factory)
+    resume.open_folder(run)
+    return run
+
+
 def train_run(
     config: RunConfig,
     run_dir,
@@ -291,10 +291,11 @@ def train_run(
 ) -> dict | None:
     """Train (or resume) one run and write its metrics; returns metrics.json's content,
     or None when it paused at ``stop_at`` (see ``Run.train``)."""
+    config = resolve_config(config)
     done = read_metrics(run_dir)
     if done is not None:  # only if it is this very run (its settings), else refused
-        check_finished_settings(resolve_config(config), run_dir, done)
+        check_finished_settings(config, run_dir, done)
         return done
-    run = Run(config, run_dir, data=data, model_factory=model_factory)
+    run = open_run(config, run_dir, data=data, model_factory=model_factory)
     run.train(progress=progress, stop_at=stop_at)
     return None if run.paused else run.finish()
