@@ -60,8 +60,11 @@ reproduce: venv
 report: venv
 	$(BIN)/fruit report --profile $(PROFILE)
 
+# The default suite on every core (pytest-xdist; TEST_JOBS=1 for one process): the tests
+# are independent, each in its own temporary folders
+TEST_JOBS ?= auto
 test: venv
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow

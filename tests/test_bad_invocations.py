@@ -29,14 +29,6 @@ REPO = Path(__file__).resolve().parents[1]
 SIZES = ["--train-size", "120", "--dev-size", "20", "--test-size", "20", "--gen-size", "20"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> dict[str, Path]:
     """Good data and one finished run, made once; each case copies what it needs."""
