@@ -55,7 +55,13 @@ def benchmark_script():
     return load
 
 
+# The longest tests (whole sweeps through Dask and papermill, the tutorial), started first
+# so that, spread over pytest-xdist's workers, none of them is left to run alone at the end
+LONGEST_FIRST = ("test_experiments_smoke.py", "test_tutorial.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable: else as found
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="CUDA not available on this machine")
