@@ -243,6 +243,7 @@ def main(args: argparse.Namespace) -> int:
     check_run_options(args)  # the device once, worker counts, writable folders
     check_gpu_options(args)
     if args.dry_run:
+        from fruit.experiments.capacity import dry_run_capacity
         from fruit.experiments.cost import describe
         from fruit.experiments.gpu_rates import dry_run_cards
         from fruit.experiments.plan import search_specs
@@ -260,14 +261,17 @@ def main(args: argparse.Namespace) -> int:
             f"{len(pairs) * profile.search_trials} search runs + {len(pairs) * profile.final_runs} "
             f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
+        capacity = dry_run_capacity(args)  # as --cluster/--jobs/--cores/--gpus would start
         print(
             describe(
                 profile,
-                workers=args.workers or 2,
+                workers=capacity.runs,
                 pairs=pairs,
                 results_dir=args.results,
                 gpu_cards=dry_run_cards(args.gpu_card),
                 runs_per_gpu=args.runs_per_gpu,
+                where=capacity.where,
+                gpus=capacity.gpus,
             )
         )
         return 0

@@ -234,12 +234,17 @@ def describe(
     results_dir: str | Path | None = None,
     gpu_cards: list[str] = (),
     runs_per_gpu: int | None = None,
+    where: str | None = None,
+    gpus: int = 0,
 ) -> str:
     """The estimate as text: one line per pair, then the total and the wall-clock time
-    on ``workers`` one-thread workers; with ``results_dir``, what is left of it; for each
-    of ``gpu_cards`` (fruit.experiments.gpu_rates), the GPU-hours on that card, with
-    ``runs_per_gpu`` runs sharing a GPU."""
-    from fruit.experiments.gpu_rates import check_card, describe_gpu
+    with ``workers`` runs at once (``where``: those runs in words, e.g. the jobs of
+    ``fruit run --cluster``; default "one-thread workers"); with ``results_dir``, what is
+    left of it; for each of ``gpu_cards`` (fruit.experiments.gpu_rates), the GPU-hours on
+    that card, with ``runs_per_gpu`` runs sharing a GPU, and on ``gpus`` GPUs."""
+    from fruit.experiments.gpu_rates import check_card, describe_gpu, gpu_hours
+
+    on = f"{workers} one-thread workers" if where is None else f"{workers} runs at once ({where})"
 
     costs = pair_costs(profile, pairs, results_dir)
     lines = [
@@ -260,7 +265,7 @@ def describe(
     runs = sum(c.runs for c in costs)
     lines.append(
         f"total: {runs} runs, {total:.1f} core-hours; about {total / workers:.1f} h of wall-clock "
-        f"time on {workers} one-thread workers"
+        f"time on {on}"
     )
     if results_dir is not None:
         recorded = sum(c.recorded for c in costs)
@@ -268,7 +273,7 @@ def describe(
         left = sum(c.left_core_hours for c in costs)
         lines.append(
             f"left: {runs - recorded - taken} runs, {left:.1f} core-hours; about {left / workers:.1f} h "
-            f"on {workers} one-thread workers"
+            f"on {on}"
         )
         spent = sum(c.recorded_train_hours for c in costs)
         predicted = sum(c.recorded_estimate_hours for c in costs)
@@ -281,5 +286,9 @@ def describe(
                 "share the machine as they did)"
             )
     for card in gpu_cards:
-        lines += describe_gpu(costs, check_card(card), runs_per_gpu)
+        record = check_card(card)
+        lines += describe_gpu(costs, record, runs_per_gpu)
+        if gpus:
+            hours = sum(h or 0.0 for _, h, _, _ in gpu_hours(costs, record).values())
+            lines.append(f"  on the {gpus} GPU(s) of {where}: about {hours / gpus:.1f} h")
     return "\n".join(lines)

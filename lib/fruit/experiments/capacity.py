@@ -1,0 +1,45 @@
+"""How many runs a ``fruit run`` would execute at once, for ``--dry-run``'s wall-clock
+estimate, from the same options and the same rules as the cluster it would start
+(``fruit.experiments.cluster``): a LocalCluster's workers (``--workers``, ``--threads``,
+``--runs-per-gpu``), or ``--jobs`` batch jobs of ``runs_per_job(--gpus, K)`` runs each
+(``--cluster``, with ``--cores`` and the Dask config). Nothing is started."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    runs: int  # runs at once
+    where: str  # in words, e.g. "slurm: 2 job(s) x 4 run(s), 2 torch thread(s) each"
+    gpus: int = 0  # GPUs in all (jobqueue jobs with --gpus), 0: not known or none
+    walltime: float | None = None  # seconds of each batch job
+
+
+def dry_run_capacity(args) -> Capacity:
+    """The runs at once of the cluster ``args`` (fruit run's options) would start."""
+    from fruit.experiments.cluster import job_walltime, runs_per_job
+    from fruit.experiments.gpu_sharing import job_runs_per_gpu, local_layout
+
+    if args.cluster:
+        import dask
+
+        kind, jobs, gpus = args.cluster, args.jobs or 1, args.gpus or 0
+        cores = args.cores or dask.config.get(f"jobqueue.{kind}.cores", None)
+        per_gpu = args.runs_per_gpu or job_runs_per_gpu(kind, gpus, cores)
+        runs = runs_per_job(gpus, per_gpu)
+        threads = args.threads or max(1, int(cores or 1) // runs)
+        shared = f" ({per_gpu} per GPU)" if gpus else ""
+        return Capacity(
+            jobs * runs,
+            f"{kind}: {jobs} job(s) x {runs} run(s){shared}, {threads} torch thread(s) each",
+            jobs * gpus,
+            job_walltime(kind, args.walltime),
+        )
+    if args.scheduler:  # its workers are not asked: nothing is contacted by a dry-run
+        return Capacity(2, "2 workers (an existing scheduler's workers are not counted)")
+    threads = args.threads or 1
+    workers, per_gpu = local_layout(args.workers, threads, args.device, args.runs_per_gpu)
+    shared = f", {per_gpu} per GPU" if per_gpu else ""
+    return Capacity(workers, f"this machine: {workers} worker(s){shared}, {threads} thread(s) each")
