@@ -37,6 +37,7 @@ from typing import Any
 
 from fruit.errors import FruitError, unknown_choice
 from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, job_runs_per_gpu, local_layout
+from fruit.experiments.jobs import JOBQUEUE_DEFAULT_WALLTIME, walltime_seconds
 
 RUN_RESOURCE = {"run": 1}
 # The module every LocalCluster worker imports at its start (Dask's "preload"): its
@@ -55,6 +56,9 @@ class Cluster:
     resources: dict[str, int] | None  # what each run asks of a worker
     dashboard: str | None = None  # the dashboard's link, e.g. http://127.0.0.1:8787/status
     tunnel: str | None = None  # how to reach it from another machine (ssh -L ...)
+    walltime: float | None = None  # seconds a worker's batch job lasts (None: no limit)
+    # what a sweep without a worker says to do (fruit.experiments.watch)
+    no_worker_hint: str = "its workers are gone; Ctrl-C or SIGTERM pauses the sweep resumably"
     _closers: list = field(default_factory=list)
 
     def dashboard_note(self) -> str | None:
@@ -68,6 +72,10 @@ class Cluster:
             f"Dask dashboard: {self.dashboard}\n"
             f"  from your own machine: {self.tunnel}, then open http://localhost:{port}/status"
         )
+
+    def workers(self) -> int:
+        """How many workers are connected now."""
+        return len(self.client.scheduler_info(n_workers=-1)["workers"])
 
     def slots(self) -> int:
         info = self.client.scheduler_info(n_workers=-1)["workers"].values()
@@ -157,6 +165,8 @@ def local_cluster(
         threads,
         dict(RUN_RESOURCE),
         dashboard=cluster.dashboard_link if dashboard else None,
+        no_worker_hint="the LocalCluster's worker processes are gone (killed, out of memory) "
+        "and Dask has not restarted them; Ctrl-C pauses the sweep resumably",
     )
     # closers run last-added first: quiet the workers, close the client, then the cluster
     result._closers += [cluster.close, client.close, lambda: quiet_workers(client)]
@@ -219,6 +229,8 @@ def attach(scheduler: str, threads: int | None = None, dashboard: bool = True) -
         threads,
         dict(RUN_RESOURCE) if with_resource else None,
         dashboard=_reported_link(client) if dashboard else None,
+        no_worker_hint=f"the scheduler {scheduler} has no worker: start some (dask worker "
+        f"{scheduler} --nthreads 1 --resources run=1), or pause with Ctrl-C or SIGTERM",
     )
     result._closers.append(client.close)
     return result
@@ -289,13 +301,30 @@ def jobqueue_cluster(
             warnings.filterwarnings("ignore", message=PORT_TAKEN)  # the link says which
             cluster = classes[kind](**kwargs)
     except ValueError as e:  # e.g. cores/memory neither given nor configured
+        said = str(e).splitlines()[0].rstrip(" :,")  # not dask-jobqueue's Python example
+        missing = [
+            f"--{name}"
+            for name in ("cores", "memory")
+            if kwargs.get(name) is None and dask.config.get(f"jobqueue.{kind}.{name}", None) is None
+        ]
+        what = f"give {' and '.join(missing)}" if missing else "check the options"
         raise FruitError(
-            f"--cluster {kind}: {e}. Give --cores/--memory/--walltime or set them in the "
-            f"Dask config (jobqueue.{kind}.*, see docs/cluster.md)"
-        ) from e
-    if start:
-        cluster.scale(jobs=jobs)
+            f"--cluster {kind}: {said.lower() if missing else said}; {what}, or set "
+            f"jobqueue.{kind}.* in the Dask config (docs/cluster.md)"
+        ) from None
+    if start:  # min = max: a lost job (cancelled, walltime, preempted) is replaced
+        cluster.adapt(minimum_jobs=jobs, maximum_jobs=jobs)
     return cluster
+
+
+def job_walltime(kind: str, walltime: str | None) -> float:
+    """Seconds of the jobs' walltime: ``--walltime``, else the Dask config's, else
+    dask-jobqueue's default (30 minutes)."""
+    import dask
+
+    if walltime is None:
+        walltime = dask.config.get(f"jobqueue.{kind}.walltime", None) or JOBQUEUE_DEFAULT_WALLTIME
+    return walltime_seconds(kind, walltime)
 
 
 def runs_per_job(gpus: int, per_gpu: int = 1) -> int:
@@ -320,6 +349,7 @@ def connect_jobqueue(
             f"fruit on a login node of the cluster (see docs/cluster.md)"
         )
     gpus = options.get("gpus") or 0
+    walltime = job_walltime(kind, options.get("walltime"))
     per_gpu = options.pop("gpu_runs", None) or job_runs_per_gpu(kind, gpus, options.get("cores"))
     cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, gpu_runs=per_gpu, **options)
     client = Client(cluster)
@@ -335,6 +365,11 @@ def connect_jobqueue(
         threads,
         dict(RUN_RESOURCE),
         dashboard=(cluster.dashboard_link or None) if dashboard and dashboard_available() else None,
+        walltime=walltime,
+        no_worker_hint=f"none of its {jobs} {kind} job(s) is running: they wait in the queue "
+        f"or were lost (fruit submits a new job for each lost one; their logs: "
+        f"{dask.config.get(f'jobqueue.{kind}.log-directory', None) or 'the folder fruit runs in'}); "
+        "wait, or pause with Ctrl-C or SIGTERM and run the same command later",
     )
     if result.dashboard:
         port = _port(result.dashboard)

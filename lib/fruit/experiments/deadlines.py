@@ -1,6 +1,8 @@
 """When a sweep's runs must stop (``Deadlines``): under a time limit no run starts after
 its stop time, a run in progress pauses before it, and at the deadline whatever is still
-pending is abandoned. ``Sweep.run()`` takes them once, when it starts."""
+pending is abandoned. ``Sweep.run()`` takes them once, when it starts. A batch job's
+walltime is a limit of the same kind for the runs on that job's workers (``of_job``):
+``fruit.experiments.worker.execute_run`` pauses a run at the earlier of the two stops."""
 
 from __future__ import annotations
 
@@ -29,12 +31,25 @@ class Deadlines:
         tenth of the limit, at most 10 minutes); at ``deadline`` whatever is pending is
         abandoned, leaving time to close the cluster (a LocalCluster takes a few seconds
         to stop its workers)."""
+        return cls.starting_at(time.time(), time_limit)
+
+    @classmethod
+    def starting_at(cls, start: float, time_limit: float | None) -> Deadlines:
+        """As ``starting_now``, for a limit that started at ``start``."""
         if time_limit is None:
             return cls()
         closing = min(30.0, max(5.0, 0.05 * time_limit))
         evaluation = min(600.0, 0.1 * time_limit)
-        deadline = time.time() + time_limit - closing
+        deadline = start + time_limit - closing
         return cls(time_limit, deadline, deadline - evaluation)
+
+    @classmethod
+    def of_job(cls, started: float, walltime: float | None) -> Deadlines:
+        """A batch job's walltime as a time limit of its own: a run on one of the job's
+        workers pauses before the job ends as a run pauses before ``--time-limit`` (the
+        same reserves, counted from the job's start: ``fruit.experiments.jobs``), so that
+        a job ending at its walltime loses no training."""
+        return cls.starting_at(started, walltime)
 
     def stop_at_for(self, evaluation: float | None) -> float | None:
         """When a run must pause to evaluate before the deadline: where its pair has a

@@ -89,26 +89,45 @@ class Dispatcher:
         ended = [f for f in self.pending if f.done()]
         return [(*self.pending.pop(f), f) for f in ended]
 
-    def abandon(self) -> None:
-        """At the time limit: give up what is still pending (a run evaluating, one that
-        has not reached a pause); its last checkpoint stays for the next call."""
+    def abandon(self, why: str = "time limit") -> None:
+        """At the time limit (or when a pause request has waited long enough): give up
+        what is still pending (a run evaluating, one that has not reached a pause); its
+        last checkpoint stays for the next call."""
         for future, (spec, _) in list(self.pending.items()):
             future.cancel()
             self.unfinished.append(spec)
-            self.sweep.say(f"time limit: {spec.name} left unfinished (resumes from its checkpoint)")
+            self.sweep.say(f"{why}: {spec.name} left unfinished (resumes from its checkpoint)")
         self.unfinished += [spec for spec, _ in self.waiting]
         self.pending.clear()
         self.waiting.clear()
 
-    def running(self) -> int:
-        """How many of the pending runs a worker is executing right now."""
+    def drop_unstarted(self) -> None:
+        """When pausing: the pending runs that no worker is executing (their worker's job
+        was lost, or none has started yet) are withdrawn and left for the next call, so
+        that a pause never waits for a worker that may not come."""
+        busy = self._processing()
+        if busy is None:
+            return
+        for future, (spec, _) in list(self.pending.items()):
+            if future.key not in busy and not future.done():
+                future.cancel()
+                del self.pending[future]
+                self.unfinished.append(spec)
+
+    def _processing(self) -> set | None:
+        """The keys the workers are executing (None: the scheduler did not answer)."""
         try:
             processing = self.sweep.client.processing()
-        except Exception:  # noqa: BLE001 - the display must not break the sweep
+        except Exception:  # noqa: BLE001 - asked again at the next poll
+            return None
+        return {k for ks in processing.values() for k in ks}
+
+    def running(self) -> int:
+        """How many of the pending runs a worker is executing right now."""
+        busy = self._processing()
+        if busy is None:  # the display must not break the sweep
             return 0
-        keys = {f.key for f in self.pending}
-        busy = sum(1 for ks in processing.values() for k in ks if k in keys)
-        return min(busy, self.sweep.cluster.slots())
+        return min(sum(1 for f in self.pending if f.key in busy), self.sweep.cluster.slots())
 
 
 def _past(stop_at: float | None, now: float) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fruit.experiments.dispatch import Dispatcher
+from fruit.experiments.jobs import retire_worker_of
 from fruit.experiments.outcome import SweepResult
 from fruit.experiments.plan import (
     RunSpec,
@@ -26,6 +27,7 @@ from fruit.experiments.plan import (
     selection_record,
 )
 from fruit.experiments.run_state import epochs_so_far
+from fruit.experiments.watch import PAUSE_GRACE_SECONDS, WorkerWatch
 from fruit.experiments.worker import EXECUTED_NOTEBOOK
 from fruit.io import atomic_write_json
 
@@ -65,31 +67,43 @@ class Schedule:
         self._trained: dict[str, float] = {}  # run name -> epochs trained (pending runs)
         self._trained_at = -float("inf")  # time.monotonic() of that reading
 
-    def execute(self) -> None:
+    def execute(self, start: bool = True) -> None:
         """Submit every unfinished run and follow them until none is pending (or the
-        time limit ends the sweep)."""
+        time limit ends the sweep). ``start`` False: count what is done and left, and
+        start nothing (the sweep stopped before its data was ready)."""
         for spec in self._collect_finished():
             self.queue.launch(spec)
         for pair in self.search:
             if self._search_closed(pair):
                 self._start_finals(pair)
+        if not start:
+            self.queue.unfinished += [spec for spec, _ in self.queue.waiting]
+            self.queue.waiting.clear()
 
         deadline, queue = self.sweep.deadlines.deadline, self.queue
+        watch, asked = WorkerWatch(self.sweep), None  # asked: when a pause was requested
         while True:
             queue.submit_waiting()
+            if self.sweep.pausing():  # what waits for a worker waits no longer
+                queue.drop_unstarted()
+                asked = time.monotonic() if asked is None else asked
             if not queue.pending:
                 break
+            watch.check()
             self.progress.running = queue.running()
             self.progress.show(self._left_specs(), trained=self._trained_so_far())
             if deadline is not None and time.time() >= deadline:
                 queue.abandon()
+                break
+            if asked is not None and time.monotonic() - asked >= PAUSE_GRACE_SECONDS:
+                queue.abandon(f"not paused {PAUSE_GRACE_SECONDS:.0f} s after the request")
                 break
             ended = queue.done()
             if not ended:
                 time.sleep(self.sweep.poll_seconds)
             for spec, attempt, future in ended:
                 if future.status == "finished":
-                    self._on_result(spec, *future.result())
+                    self._on_result(spec, attempt, future)
                 else:
                     self._on_failure(spec, attempt, future.exception())
         self.progress.running = 0
@@ -124,7 +138,15 @@ class Schedule:
         if self._search_closed(spec.pair):
             self._start_finals(spec.pair)
 
-    def _on_result(self, spec: RunSpec, metrics: dict | None, seconds: float) -> None:
+    def _on_result(self, spec: RunSpec, attempt: int, future) -> None:
+        outcome = future.result()
+        metrics, seconds = outcome
+        if metrics is None and getattr(outcome, "job_ending", False) and not self.sweep.pausing():
+            retire_worker_of(self.sweep.client, future)  # its job ends; a fresh one comes
+            done = "paused" if seconds > 0 else "not started"
+            self.sweep.say(f"{spec.name}: {done} before its job's walltime; goes on in a new job")
+            self.queue.launch(spec, attempt)
+            return
         if metrics is None:  # paused at, or not started after, the time limit
             self.queue.unfinished.append(spec)
             if seconds > 0:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,6 +45,7 @@ from fruit.experiments.reports import run_reports
 from fruit.experiments.reuse import same_run_elsewhere, take_over
 from fruit.experiments.run_state import check_records_agree
 from fruit.experiments.schedule import Schedule, planned_runs
+from fruit.experiments.watch import NO_WORKER_SECONDS, wait_for
 from fruit.experiments.worker import allocator_environment, execute_run
 from fruit.io import atomic_write_json, read_metrics, remove_leftovers
 from fruit.profiles import Profile
@@ -64,10 +66,11 @@ def _prepare_data_on_worker(*args) -> str | FruitError:
         return e
 
 
-def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say) -> None:
+def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say, wait) -> bool:
     """Each task's data folder made (or checked) once, one Dask task per task, before any
     run starts; bad input (no network, a folder without the published files) ends the
-    sweep with its one line."""
+    sweep with its one line. ``wait(futures)`` waits for them (``watch.wait_for``); False
+    when a pause request or the time limit came first."""
     futures = {
         task: client.submit(
             _prepare_data_on_worker,
@@ -82,6 +85,8 @@ def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say
         )
         for task in tasks
     }
+    if not wait(list(futures.values())):
+        return False
     for task, future in futures.items():
         try:
             outcome = future.result()
@@ -90,6 +95,7 @@ def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say
         if isinstance(outcome, FruitError):  # bad input, said in one line
             raise outcome
         say(f"data {task}: {outcome} in {data_dir / task}")
+    return True
 
 
 class Sweep:
@@ -113,6 +119,7 @@ class Sweep:
         allocator: dict[str, str] | None = None,
         stream: TextIO | None = sys.stdout,
         poll_seconds: float = 1.0,
+        no_worker_seconds: float = NO_WORKER_SECONDS,
     ):
         self.profile = profile
         self.cluster = cluster
@@ -132,6 +139,7 @@ class Sweep:
         self.figures_dir = Path(figures_dir).resolve()
         self.stream = stream
         self.poll_seconds = poll_seconds
+        self.no_worker_seconds = no_worker_seconds  # then a line says the sweep has none
         if time_limit is not None and not time_limit > 0:
             raise FruitError(f"the time limit must be positive, not {time_limit}")
         self.time_limit = time_limit
@@ -145,6 +153,7 @@ class Sweep:
         self.allocator = allocator_environment() if allocator is None else dict(allocator)
         self.deadlines = Deadlines()  # set by run(): when runs pause, when it ends
         self.paused_on_request = False
+        self._submitted: Counter[str] = Counter()  # run name -> submissions (Dask keys)
         self._start = time.monotonic()
         self.progress: Progress | None = None  # set by run(): what the runs have taken
 
@@ -178,7 +187,9 @@ class Sweep:
         return self.deadlines.stop_at_for(evaluation)
 
     def submit(self, spec: RunSpec, attempt: int):
-        """Submit one attempt at a run to the cluster; returns its future."""
+        """Submit one attempt at a run to the cluster; returns its future (its key is
+        the run's name and how many times this sweep has submitted it)."""
+        self._submitted[spec.name] += 1  # a run goes on in a new job: a key of its own
         params = spec.parameters(
             self.profile,
             data_dir=self.data_dir,
@@ -197,7 +208,11 @@ class Sweep:
             self.allocator,
             self.stop_at_for(spec),
             str(self.pause_file),
-            key=f"run-{self.profile.name}-{spec.name}-attempt{attempt}".replace("/", ":"),
+            walltime=getattr(self.cluster, "walltime", None),
+            evaluation=None if self.progress is None else self.progress.evaluation(spec),
+            key=f"run-{self.profile.name}-{spec.name}-{self._submitted[spec.name]}".replace(
+                "/", ":"
+            ),
             pure=False,
             retries=0,
             priority=relative_cost(spec),
@@ -231,8 +246,13 @@ class Sweep:
             f"{profile.final_runs} final run(s) each; {self.cluster.description}"
         )
         tasks = dict.fromkeys(t for t, _ in self.pairs)
-        prepare_data(self.client, profile, tasks, self.data_dir, self.published_dir, self.say)
-        schedule.execute()
+        wait = lambda futures: wait_for(futures, self)  # noqa: E731
+        ready = prepare_data(
+            self.client, profile, tasks, self.data_dir, self.published_dir, self.say, wait
+        )
+        if not ready:
+            self.say("stopped before the data was ready (pause request or time limit)")
+        schedule.execute(start=ready)
         self.paused_on_request = self.pausing()
         self.pause_file.unlink(missing_ok=True)  # done: the next call starts afresh
 

@@ -23,6 +23,7 @@ class Sweeper(Protocol):
     pairs: list[tuple[str, str]]
     deadlines: Deadlines
     poll_seconds: float
+    no_worker_seconds: float
     retries: int
     results_dir: Path
     runs_root: Path

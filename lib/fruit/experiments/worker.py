@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fruit.experiments.attempts import RUNNER_LOG, attempt_history, kept_notebook_name
+from fruit.experiments.deadlines import Deadlines
 from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, gpu_count, gpu_of_worker
 from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics, remove_leftovers
 
-RUNNER_LOG = "runner.log"
 EXECUTED_NOTEBOOK = "train.ipynb"
 # The kernel's own chatter (e.g. "running over TCP without encryption" on every start)
 # would drown the progress display; the notebooks' outputs are unaffected. CRITICAL, not
@@ -57,6 +58,21 @@ class RunFailed(Exception):
     def __init__(self, message: str, final: bool = False):
         super().__init__(message)
         self.final = final
+
+
+class RunOutcome(tuple):
+    """What ``execute_run`` returns: ``(metrics, seconds)`` (metrics None: paused or not
+    started), and ``job_ending``: the run stopped, or did not start, because the batch
+    job of its worker is about to reach its walltime (not for the sweep's own reasons), so
+    the sweep starts it again on another job."""
+
+    job_ending: bool = False
+
+    @classmethod
+    def of(cls, metrics: dict[str, Any] | None, seconds: float, job_ending: bool = False):
+        outcome = cls((metrics, seconds))
+        outcome.job_ending = job_ending
+        return outcome
 
 
 # fruit's errors (fruit.errors, fruit.io): a run's notebook raising one of these will
@@ -155,7 +171,10 @@ def execute_run(
     allocator: dict[str, str] | None = None,
     stop_at: float | None = None,
     pause_file: str | None = None,
-) -> tuple[dict[str, Any] | None, float]:
+    *,
+    walltime: float | None = None,
+    evaluation: float | None = None,
+) -> RunOutcome:
     """Execute the train notebook for one run into its folder; return its metrics.json
     and the seconds this attempt took (0 when the run was already finished).
 
@@ -163,13 +182,20 @@ def execute_run(
     pauses before it (``fruit.training.Run.train``), or is not started when that time has
     passed; a paused run returns ``(None, seconds)`` and resumes on the next call.
     ``pause_file``: the same once that file exists (the sweep creates it when asked to
-    stop), checked before the start and before every training batch.
+    stop), checked before the start and before every training batch. ``walltime``
+    (seconds; the batch jobs' walltime of a jobqueue cluster): the run also pauses before
+    the job this worker runs in ends (``Deadlines.of_job``, with ``evaluation``, the
+    seconds its pair's final evaluation took, as for ``stop_at``); the sweep then starts
+    it again on another job.
 
     The notebook resumes from ``checkpoint.pt`` when an earlier attempt left one (that is
     the training code's job; a damaged checkpoint makes the run start again from scratch
     within the same attempt, not fail and be retried, and its warning is noted here);
     this function records every attempt in ``runner.log`` and
-    keeps the executed notebook of an interrupted attempt as ``train.attempt-<k>.ipynb``.
+    keeps the executed notebook of an earlier attempt as ``train.attempt-<k>.ipynb``.
+    Attempts are numbered from ``runner.log`` (``fruit.experiments.attempts``): across
+    Dask's own retries and later calls; ``attempt`` (the sweep's count of this run's
+    tries) is not what is logged. One that started and never ended is logged as lost.
     The kernel is started with ``JPY_PARENT_PID`` (by jupyter_client), so it exits by
     itself if this worker process dies: a killed worker leaves no orphan still writing.
     ``allocator`` is the launching process's ``allocator_environment()``: the kernel
@@ -180,26 +206,46 @@ def execute_run(
 
     folder = Path(parameters["run_dir"])
     folder.mkdir(parents=True, exist_ok=True)
+    earlier, lost_on = attempt_history(folder)
+    executed = folder / EXECUTED_NOTEBOOK
+    if lost_on is not None:  # its worker vanished mid-run: no line of its own says so
+        kept = kept_notebook_name(folder, earlier)
+        if executed.exists():
+            executed.rename(kept)
+        log_line(
+            folder,
+            f"attempt {earlier} lost: its worker {lost_on} ended during the run (a cancelled, "
+            f"preempted or timed-out batch job, or a killed worker); notebook kept as "
+            f"{kept.name}",
+        )
+    attempt = earlier + 1  # this attempt's number, if it starts
     done = read_metrics(folder)
     if done is not None:  # finished meanwhile, e.g. by an attempt Dask thought was lost
-        log_line(folder, f"attempt {attempt}: metrics.json already present, nothing to do")
-        return done, 0.0
+        log_line(folder, "metrics.json already present, nothing to do")
+        return RunOutcome.of(done, 0.0)
 
+    job_stop = None
+    if walltime is not None:  # the job this worker runs in ends at its walltime
+        from fruit.experiments.jobs import job_started
+
+        job_stop = Deadlines.of_job(job_started(), walltime).stop_at_for(evaluation)
+    if job_stop is not None and time.time() >= job_stop - RUN_START_SECONDS:
+        log_line(folder, "not started here: this worker's batch job ends too soon (walltime)")
+        return RunOutcome.of(None, 0.0, job_ending=True)
     if stop_at is not None and time.time() >= stop_at - RUN_START_SECONDS:
-        log_line(folder, f"attempt {attempt}: not started, too close to the sweep's time limit")
-        return None, 0.0
+        log_line(folder, "not started: too close to the sweep's time limit")
+        return RunOutcome.of(None, 0.0)
     if pause_file is not None and os.path.exists(pause_file):
-        log_line(folder, f"attempt {attempt}: not started, the sweep was asked to pause")
-        return None, 0.0
+        log_line(folder, "not started: the sweep was asked to pause")
+        return RunOutcome.of(None, 0.0)
+    by_job = job_stop is not None and (stop_at is None or job_stop < stop_at)
+    if by_job:
+        stop_at = job_stop
 
     for path in remove_leftovers(folder):  # half-written saves of a killed attempt
         log_line(folder, f"attempt {attempt}: removed {path.name}, left by an interrupted write")
-    executed = folder / EXECUTED_NOTEBOOK
     if executed.exists():  # keep the record of the interrupted or failed attempt
-        k = 1
-        while (folder / f"train.attempt-{k}.ipynb").exists():
-            k += 1
-        executed.rename(folder / f"train.attempt-{k}.ipynb")
+        executed.rename(kept_notebook_name(folder, earlier))
     resuming = (folder / "checkpoint.pt").is_file()
     warned = len(_warnings(folder))
     log_line(
@@ -241,16 +287,19 @@ def execute_run(
     seconds = time.monotonic() - start
     if metrics is None and (folder / PAUSED_MARKER).is_file():
         log_line(
-            folder, f"attempt {attempt} paused (time limit or pause request) after {seconds:.0f} s"
+            folder,
+            f"attempt {attempt} paused (time limit, walltime or pause request) after "
+            f"{seconds:.0f} s",
         )
-        return None, seconds
+        asked = pause_file is not None and os.path.exists(pause_file)
+        return RunOutcome.of(None, seconds, job_ending=by_job and not asked)
     if metrics is None:
         log_line(folder, f"attempt {attempt} failed: notebook finished without metrics.json")
         raise RunFailed(f"{name}: the notebook finished without writing metrics.json ({executed})")
     log_line(
         folder, f"attempt {attempt} finished in {seconds:.0f} s: status {metrics.get('status')}"
     )
-    return metrics, seconds
+    return RunOutcome.of(metrics, seconds)
 
 
 def _warnings(folder: Path) -> list[str]:
