@@ -41,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUDGETS = (512, 1024, 1536, 2048)  # the paper's range of tokens per batch
-AUTHORS_ARCHS = ("Tf", "Tf+Sup", "Tf+Nd")  # rau's LSTM is not wired up here (yet)
+AUTHORS_ARCHS = ("Tf", "Tf+Sup", "Tf+Nd", "LSTM")  # the pairs issue 32 compares
 SETUP_SECONDS = 20.0  # a K's processes importing torch and starting CUDA (assumed, per fill)
 
 
@@ -189,8 +189,14 @@ def contenders(compare, arch: str, vocab_size: int, max_length: int, device):
 
     ours = Ours()
     generator = torch.Generator().manual_seed(1)
-    theirs = compare.Authors(vocab_size, ours.model.d, max_length, generator)
-    if arch != "Tf":  # the same loop around rau's stack transformer
+    d = 8 if arch == "LSTM" else ours.model.d  # for the LSTM only rau's loop is kept
+    theirs = compare.Authors(vocab_size, d, max_length, generator)
+    if arch == "LSTM":  # the same loop around rau's LSTM language model
+        lstm = authors_lstm(vocab_size, ours.model, generator)
+        theirs.model, theirs.interface = lstm.model, lstm.interface
+        theirs.saver.model = lstm.model.train()
+        theirs.optimizer = theirs.loop.get_optimizer(lstm.model)
+    elif arch != "Tf":  # the same loop around rau's stack transformer
         stack = load("authors_nd").Authors(arch, vocab_size, ours.model.d, generator)
         theirs.model, theirs.interface = stack.model, stack.interface
         theirs.saver.model = stack.model.train()
@@ -198,6 +204,42 @@ def contenders(compare, arch: str, vocab_size: int, max_length: int, device):
     theirs.model.to(device)  # in place: the optimizer keeps the same parameters
     theirs.interface.device = device
     return ours, theirs
+
+
+def authors_lstm(vocab_size: int, ours, generator):
+    """rau's LSTM language model as its CLI builds it for ``--architecture lstm`` with our
+    LSTM's sizes (``ours.core.rnn``: layers, hidden units d; dropout 0.1; a learned
+    initial state), initialised by rau; its model interface, for the training loop."""
+    import inspect
+    import types
+
+    from rau.tasks.language_modeling.model import LanguageModelingModelInterface
+
+    rnn = ours.core.rnn
+    kwargs = dict(
+        architecture="lstm",
+        num_layers=rnn.num_layers,
+        d_model=None,
+        num_heads=None,
+        feedforward_size=None,
+        dropout=0.1,
+        hidden_units=rnn.hidden_size,
+        stack_transformer_layers=None,
+        stack_rnn_controller=None,
+        stack_rnn_stack=None,
+        stack_rnn_connect_reading_to_output=False,
+        input_vocabulary_size=vocab_size + 2,  # content, EOS, BOS
+        output_vocabulary_size=vocab_size + 1,  # content, EOS
+        bos_index=vocab_size + 1,
+        eos_index=vocab_size,
+    )
+    interface = LanguageModelingModelInterface(use_init=True)
+    accepted = inspect.signature(interface.construct_model).parameters
+    kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+    model = interface.construct_model(**kwargs)
+    interface.initialize(types.SimpleNamespace(init_scale=0.1), model, generator)
+    interface.on_saver_constructed(None, types.SimpleNamespace(model=model, kwargs=kwargs))
+    return types.SimpleNamespace(model=model, interface=interface)
 
 
 def commit() -> str:
