@@ -350,6 +350,7 @@ def connect_jobqueue(
         )
     gpus = options.get("gpus") or 0
     walltime = job_walltime(kind, options.get("walltime"))
+    logs = dask.config.get(f"jobqueue.{kind}.log-directory", None) or "the folder fruit runs in"
     per_gpu = options.pop("gpu_runs", None) or job_runs_per_gpu(kind, gpus, options.get("cores"))
     cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, gpu_runs=per_gpu, **options)
     client = Client(cluster)
@@ -366,10 +367,10 @@ def connect_jobqueue(
         dict(RUN_RESOURCE),
         dashboard=(cluster.dashboard_link or None) if dashboard and dashboard_available() else None,
         walltime=walltime,
-        no_worker_hint=f"none of its {jobs} {kind} job(s) is running: they wait in the queue "
-        f"or were lost (fruit submits a new job for each lost one; their logs: "
-        f"{dask.config.get(f'jobqueue.{kind}.log-directory', None) or 'the folder fruit runs in'}); "
-        "wait, or pause with Ctrl-C or SIGTERM and run the same command later",
+        no_worker_hint=f"no worker of its {jobs} {kind} job(s) is connected: the jobs wait in "
+        "the queue, were lost (a new job replaces each), or cannot reach the scheduler "
+        f"(interface:); see the job logs in {logs}. Wait, or pause with Ctrl-C or SIGTERM "
+        "and run the same command later",
     )
     if result.dashboard:
         port = _port(result.dashboard)

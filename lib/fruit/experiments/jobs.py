@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any
 
 from fruit.errors import FruitError
@@ -71,26 +72,36 @@ def job_started(pid: int | None = None) -> float:
     return started
 
 
-def _close_soon(dask_worker, delay: float = 2.0) -> None:
-    """On a worker (``Client.run``): close it, and its nanny, in ``delay`` seconds."""
-    dask_worker.loop.call_later(
-        delay, dask_worker.close, reason="its batch job is about to reach its walltime"
+def _close(dask_worker) -> None:
+    """On a worker (``Client.run``): close it and its nanny, right after this returns."""
+    dask_worker.loop.add_callback(
+        dask_worker.close, reason="its batch job is about to reach its walltime"
     )
 
 
-def retire_worker_of(client: Any, future: Any) -> None:
+def retire_worker_of(client: Any, future: Any, wait: float = 10.0) -> None:
     """Close the worker that ran ``future`` (a run that stopped, or would not start,
     because the worker's job nears its walltime): its job ends early, and the cluster
     submits a fresh job in its place, instead of the sweep sending runs to a worker that
     cannot take them. The future is released first, so that Dask does not recompute it
-    when its result goes with the worker."""
+    when its result goes with the worker; returns once the scheduler has let the worker
+    go (at most ``wait`` seconds), so that no run is sent to it meanwhile."""
     try:
         holders = list(client.who_has([future]).get(future.key, ()))
     except Exception:  # noqa: BLE001 - the job ends at its walltime anyway
         holders = []
     future.release()
-    if holders:
+    if not holders:
+        return
+    try:
+        client.run(_close, workers=holders)
+    except Exception:  # noqa: BLE001 - its answer may be cut off by the close itself
+        pass
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
         try:
-            client.run(_close_soon, workers=holders)
-        except Exception:  # noqa: BLE001 - as above
+            if not set(holders) & set(client.scheduler_info(n_workers=-1)["workers"]):
+                return
+        except Exception:  # noqa: BLE001 - asked again
             pass
+        time.sleep(0.2)
