@@ -1,17 +1,25 @@
 """`fruit run --cluster slurm` through a real Slurm: the smoke sweep in one batch job gives
-the records of a LocalCluster sweep, and leaves no job or worker behind.
+the records of a LocalCluster sweep; so does a sweep whose only job is cancelled mid-run
+(a new job replaces it), one whose jobs' walltime is shorter than the sweep (each run
+pauses before its job ends and goes on in the next), one paused by SIGTERM while a run
+waits for a worker (it ends within a minute; the same command resumes), and the batch
+script of docs/cluster.md, paused by its signal and submitted again. None leaves a job or
+worker behind.
 
 Needs `sbatch` on PATH and a Slurm that answers `sinfo`; on a Debian machine, as root,
 `scripts/start-slurm.sh` starts a single-node one on 127.0.0.1 (docs/cluster.md). Skipped
 elsewhere. Everything it writes (results, data, figures, Dask config, job logs) is under
-pytest's temporary folder.
+pytest's temporary folder; every address is the loopback one.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,8 +30,11 @@ from test_experiments_cluster import fruit_run
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"
+DOCS = REPO / "docs" / "cluster.md"
+ONE_PAIR = ("--architecture", "Tf")  # 3 of the smoke profile's 6 runs: the shorter tests
 
-pytestmark = pytest.mark.slow
+# the sweeps through a loaded machine take minutes each (pytest-timeout default: 300 s)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _slurm_answers() -> str | None:
@@ -73,55 +84,247 @@ def _job_processes(job_name: str) -> list[psutil.Process]:
     return found
 
 
-def test_smoke_sweep_through_slurm_equals_the_local_one(tmp_path: Path, benchmark_script):
+def _where(*options: str) -> list[str]:
+    """fruit run's options for one job of one core through Slurm."""
+    return ["--cluster", "slurm", "--jobs", "1", "--cores", "1", "--memory", "2GB", *options]
+
+
+def _arguments(home: Path, *where: str) -> list[str]:
+    return [
+        "--profile", "smoke", "--device", "cpu", "--notebook", str(NOTEBOOK), "--skip-reports",
+        "--results", str(home / "results"), "--data-dir", str(home / "data"),
+        "--figures", str(home / "figures"), "--no-dashboard", *where,
+    ]  # fmt: skip
+
+
+def _start(home: Path, *where: str, env: dict) -> subprocess.Popen:
+    """`fruit run` started in the background, its output in home/out.txt."""
+    home.mkdir(parents=True, exist_ok=True)
+    out = open(home / "out.txt", "w")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "fruit", "run", *_arguments(home, *where)],
+        cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def _finish(proc: subprocess.Popen, home: Path, timeout: float) -> tuple[int, str]:
+    """Wait for `fruit run` (killed if it outlives ``timeout``): its status and output."""
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, (home / "out.txt").read_text()
+
+
+def _wait_for_a_run(home: Path, proc: subprocess.Popen | None, timeout: float = 600) -> Path:
+    """The folder of the first run that has started (its runner.log says so)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log in (home / "results" / "runs" / "smoke").glob("*/*/*/runner.log"):
+            if " started on " in log.read_text():
+                return log.parent
+        assert proc is None or proc.poll() is None, (home / "out.txt").read_text()
+        time.sleep(0.5)
+    raise AssertionError(f"no run started within {timeout} s")
+
+
+def _queued(job_name: str, *states: str) -> list[str]:
+    """Our jobs in the queue (job IDs), in any of ``states`` (default: any state)."""
+    command = ["squeue", "-h", "-n", job_name, "-o", "%i %T"]
+    lines = subprocess.run(command, capture_output=True, text=True).stdout.split("\n")
+    return [
+        line.split()[0]
+        for line in lines
+        if line.strip() and (not states or line.split()[1] in states)
+    ]
+
+
+@pytest.fixture
+def slurm(tmp_path: Path):
+    """A job name of our own, the Dask config for it (on 127.0.0.1) and its log folder;
+    afterwards, that no job of that name is queued and no process of one is left."""
     why = _slurm_answers()
     if why:
         pytest.skip(why)
     if not NOTEBOOK.is_file():
         pytest.skip("notebooks/train.ipynb is not there yet")
-    same_runs = benchmark_script("same_runs")
-    job_name = f"fruit-test-{uuid.uuid4().hex[:8]}"
+    name = f"fruit-test-{uuid.uuid4().hex[:8]}"
     logs = tmp_path / "job-logs"
     config = tmp_path / "dask.yaml"  # a file: read alone, and nothing is written beside it
     config.write_text(
         "jobqueue:\n"
         "  slurm:\n"
-        f"    name: {job_name}\n"  # the job's name (#SBATCH -J), to find what is left
+        f"    name: {name}\n"  # the job's name (#SBATCH -J), to find what is left
         "    interface: lo\n"  # the scheduler listens, and the workers connect, on 127.0.0.1
         f"    log-directory: {logs}\n"
         f"    local-directory: {tmp_path / 'worker-space'}\n"
     )
     env = {**os.environ, "DASK_CONFIG": str(config)}
-
-    start = time.monotonic()
-    slurm = _sweep(
-        tmp_path / "slurm", "--cluster", "slurm", "--jobs", "1", "--cores", "1",
-        "--memory", "2GB", "--walltime", "00:30:00", env=env,
-    )  # fmt: skip
-    slurm_seconds = time.monotonic() - start
-    assert slurm.returncode == 0, slurm.stdout + slurm.stderr
-    assert "slurm cluster: 1 job(s) x 1 run(s)" in slurm.stdout
-    assert list(logs.glob("*.err")), f"no job log in {logs}"  # the jobs wrote their logs there
-
-    start = time.monotonic()
-    local = _sweep(tmp_path / "local", "--workers", "1")
-    local_seconds = time.monotonic() - start
-    assert local.returncode == 0, local.stdout + local.stderr
-    print(f"\nsmoke sweep: slurm {slurm_seconds:.0f} s, LocalCluster {local_seconds:.0f} s")
-
-    a, b = _runs(tmp_path / "slurm"), _runs(tmp_path / "local")
-    assert sorted(a) == sorted(b) and len(a) == 6
-    assert {name: same_runs.differences(a[name], b[name]) for name in a} == {n: [] for n in a}
-
-    # nothing left behind: no job in the queue, no process of one
+    yield type("Slurm", (), {"name": name, "logs": logs, "env": env})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        queued = subprocess.run(
-            ["squeue", "-h", "-n", job_name, "-o", "%i %T"], capture_output=True, text=True
-        ).stdout.strip()
-        left = _job_processes(job_name)
+        queued, left = _queued(name), _job_processes(name)
         if not queued and not left:
             break
         time.sleep(1)
+    subprocess.run(["scancel", "-n", name], capture_output=True)  # whatever a failure left
     assert not queued, f"jobs still in the queue: {queued}"
     assert not left, f"processes of the jobs still running: {[p.pid for p in left]}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """The smoke sweep on a LocalCluster of one worker: the records every Slurm sweep
+    must give."""
+    why = _slurm_answers()
+    if why:
+        pytest.skip(why)
+    home = tmp_path_factory.mktemp("local")
+    start = time.monotonic()
+    local = _sweep(home, "--workers", "1")
+    assert local.returncode == 0, local.stdout + local.stderr
+    print(f"\nsmoke sweep on a LocalCluster: {time.monotonic() - start:.0f} s")
+    return home
+
+
+def _assert_same_records(home: Path, reference: Path, same_runs, pairs: str = "") -> None:
+    """Every run of ``home`` (and of ``reference``, those whose name starts with
+    ``pairs``) finished with the same records."""
+    a = _runs(home)
+    b = {name: path for name, path in _runs(reference).items() if name.startswith(pairs)}
+    assert sorted(a) == sorted(b) and len(a) == (3 if pairs else 6)
+    assert {name: same_runs.differences(a[name], b[name]) for name in a} == {n: [] for n in a}
+
+
+def test_smoke_sweep_through_slurm_equals_the_local_one(
+    tmp_path: Path, slurm, reference, benchmark_script
+):
+    start = time.monotonic()
+    done = _sweep(tmp_path / "slurm", *_where("--walltime", "00:30:00"), env=slurm.env)
+    print(f"\nsmoke sweep through Slurm: {time.monotonic() - start:.0f} s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "slurm cluster: 1 job(s) x 1 run(s)" in done.stdout
+    assert list(slurm.logs.glob("*.err")), f"no job log in {slurm.logs}"  # written there
+    _assert_same_records(tmp_path / "slurm", reference, benchmark_script("same_runs"))
+
+
+def test_a_cancelled_job_is_replaced(tmp_path: Path, slurm, reference, benchmark_script):
+    """scancel of the only worker job mid-run: a new job is submitted, the run goes on
+    there (its lost attempt named in runner.log), and the records are the uninterrupted
+    sweep's."""
+    home = tmp_path / "cancelled"
+    proc = _start(home, *ONE_PAIR, *_where("--walltime", "00:30:00"), env=slurm.env)
+    victim = _wait_for_a_run(home, proc)
+    jobs = _queued(slurm.name)
+    subprocess.run(["scancel", *jobs], check=True)
+    time.sleep(1)
+    finished_first = (victim / "metrics.json").exists()
+    status, out = _finish(proc, home, timeout=900)
+    assert status == 0, out
+    assert len(list(slurm.logs.glob("*.err"))) >= 2, f"no new job after {jobs}: {out}"
+    log = (victim / "runner.log").read_text()
+    if not finished_first:  # cancelled mid-run: a second attempt, numbered, finished it
+        assert "attempt 2 started" in log and "attempt 1 " in log, log
+        assert re.search(r"attempt 1 (lost|failed)", log), log
+        assert (victim / "train.attempt-1.ipynb").is_file()
+    _assert_same_records(home, reference, benchmark_script("same_runs"), "question-formation/Tf/")
+
+
+def test_a_walltime_shorter_than_the_sweep(tmp_path: Path, slurm, reference, benchmark_script):
+    """Jobs of 2 minutes for a sweep that takes longer: runs pause before their job's
+    walltime and go on in the next job, which the cluster submits in its place."""
+    home = tmp_path / "walltime"
+    start = time.monotonic()
+    proc = _start(home, *_where("--walltime", "00:02:00"), env=slurm.env)
+    status, out = _finish(proc, home, timeout=1500)
+    jobs = list(slurm.logs.glob("*.err"))
+    print(f"\nsmoke sweep in jobs of 2 minutes: {time.monotonic() - start:.0f} s, {len(jobs)} jobs")
+    assert status == 0, out
+    assert len(jobs) >= 2, f"the sweep fitted in one job: {out}"
+    _assert_same_records(home, reference, benchmark_script("same_runs"))
+
+
+def test_sigterm_while_a_run_waits_for_a_worker(tmp_path: Path, slurm, reference, benchmark_script):
+    """The only job cancelled and its replacement kept waiting (a job of ours holds the
+    node's cores): SIGTERM ends fruit within a minute, paused (75); the same command
+    then resumes to the uninterrupted records."""
+    home = tmp_path / "waiting"
+    where = (*ONE_PAIR, *_where("--walltime", "00:30:00"))
+    proc = _start(home, *where, env=slurm.env)
+    _wait_for_a_run(home, proc)
+    workers = _queued(slurm.name)
+    cpus = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True)
+    blocker = subprocess.run(
+        ["sbatch", "--parsable", "-J", slurm.name, "-c", cpus.stdout.split()[0], "--mem", "100M",
+         "-t", "10", "-o", "/dev/null", "--wrap", "sleep 600"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run(["scancel", *workers], check=True)
+    deadline = time.monotonic() + 120  # the replacement job, waiting behind the blocker
+    while not set(_queued(slurm.name, "PENDING")) - {blocker}:
+        assert time.monotonic() < deadline and proc.poll() is None, "no new job submitted"
+        time.sleep(1)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    status, out = _finish(proc, home, timeout=120)
+    seconds = time.monotonic() - start
+    subprocess.run(["scancel", blocker], check=True)
+    print(f"\nSIGTERM while waiting for a worker: ended in {seconds:.0f} s")
+    assert status == 75 and seconds < 60, out
+    again = _sweep(home, *where, env=slurm.env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_same_records(home, reference, benchmark_script("same_runs"), "question-formation/Tf/")
+
+
+def _documented_script() -> str:
+    """The batch script of docs/cluster.md ("`fruit run` in a batch job of its own")."""
+    blocks = re.findall(r"```bash\n(.*?)```", DOCS.read_text(), re.S)
+    scripts = [b for b in blocks if b.startswith("#!") and "exec fruit run" in b]
+    assert len(scripts) == 1, "docs/cluster.md should hold one batch script with exec fruit run"
+    return scripts[0]
+
+
+def test_the_documented_batch_script_pauses_on_its_signal_and_resumes(
+    tmp_path: Path, slurm, reference, benchmark_script
+):
+    """docs/cluster.md's batch script as written, but for its sizes, paths and profile:
+    SIGTERM to its batch shell (what --signal=B:TERM@N sends before the walltime) pauses
+    fruit, the job ends with 75, and the script submitted again finishes the sweep."""
+    home = tmp_path / "batch"
+    arguments = " ".join([*_arguments(home, *ONE_PAIR), "--workers", "1"])
+    script = _documented_script()
+    for pattern, replacement in [
+        (r"#SBATCH -J \S+", f"#SBATCH -J {slurm.name}"),
+        (r"#SBATCH -c \d+", "#SBATCH -c 1"),
+        (r"#SBATCH --mem=\S+", "#SBATCH --mem=2G"),
+        (r"#SBATCH -t \S+", "#SBATCH -t 20"),
+        (r"#SBATCH -o \S+", f"#SBATCH -o {tmp_path}/fruit-sweep-%j.out"),
+        (r"\ncd \S+", f"\ncd {REPO}"),
+        (r"exec fruit run --profile paper", f"exec fruit run {arguments}"),
+    ]:
+        script, n = re.subn(pattern, lambda _: replacement, script)  # noqa: B023
+        assert n == 1, f"docs/cluster.md's batch script has no line {pattern!r}"
+    (tmp_path / "fruit-job.sh").write_text(script)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    job = subprocess.run(
+        ["sbatch", "--parsable", str(tmp_path / "fruit-job.sh")],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout.strip()  # fmt: skip
+    _wait_for_a_run(home, None)
+    subprocess.run(["scancel", "--signal=TERM", "--batch", job], check=True)
+    deadline = time.monotonic() + 300
+    while _queued(slurm.name):
+        assert time.monotonic() < deadline, f"job {job} still running 300 s after SIGTERM"
+        time.sleep(1)
+    shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True)
+    out = (tmp_path / f"fruit-sweep-{job}.out").read_text()
+    assert "ExitCode=75:0" in shown.stdout, shown.stdout + out
+    assert "SIGTERM: pausing every run" in out, out
+    again = subprocess.run(
+        ["sbatch", "--wait", str(tmp_path / "fruit-job.sh")], capture_output=True, text=True,
+        env=env, timeout=900,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_same_records(home, reference, benchmark_script("same_runs"), "question-formation/Tf/")
