@@ -208,8 +208,8 @@ class Sweep:
             self.allocator,
             self.stop_at_for(spec),
             str(self.pause_file),
-            walltime=getattr(self.cluster, "walltime", None),
-            evaluation=None if self.progress is None else self.progress.evaluation(spec),
+            getattr(self.cluster, "walltime", None),  # positional, as every argument here
+            None if self.progress is None else self.progress.evaluation(spec),
             key=f"run-{self.profile.name}-{spec.name}-{self._submitted[spec.name]}".replace(
                 "/", ":"
             ),

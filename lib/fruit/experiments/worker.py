@@ -171,7 +171,6 @@ def execute_run(
     allocator: dict[str, str] | None = None,
     stop_at: float | None = None,
     pause_file: str | None = None,
-    *,
     walltime: float | None = None,
     evaluation: float | None = None,
 ) -> RunOutcome:
