@@ -65,8 +65,8 @@ def _sweep(home: Path, *where: str, env: dict | None = None) -> subprocess.Compl
     )  # fmt: skip
 
 
-def _runs(home: Path) -> dict[str, Path]:
-    runs = home / "results" / "runs" / "smoke"
+def _runs(home: Path, profile: str = "smoke") -> dict[str, Path]:
+    runs = home / "results" / "runs" / profile
     return {
         str(p.parent.relative_to(runs)): p.parent for p in sorted(runs.glob("*/*/*/metrics.json"))
     }
@@ -189,11 +189,13 @@ def reference(tmp_path_factory) -> Path:
     return home
 
 
-def _assert_same_records(home: Path, reference: Path, same_runs, pairs: str = "") -> None:
+def _assert_same_records(
+    home: Path, reference: Path, same_runs, pairs: str = "", profile: str = "smoke"
+) -> None:
     """Every run of ``home`` (and of ``reference``, those whose name starts with
     ``pairs``) finished with the same records."""
-    a = _runs(home)
-    b = {name: path for name, path in _runs(reference).items() if name.startswith(pairs)}
+    a = _runs(home, profile)
+    b = {n: path for n, path in _runs(reference, profile).items() if n.startswith(pairs)}
     assert sorted(a) == sorted(b) and len(a) == (3 if pairs else 6)
     assert {name: same_runs.differences(a[name], b[name]) for name in a} == {n: [] for n in a}
 
@@ -232,18 +234,54 @@ def test_a_cancelled_job_is_replaced(tmp_path: Path, slurm, reference, benchmark
     _assert_same_records(home, reference, benchmark_script("same_runs"), "question-formation/Tf/")
 
 
-def test_a_walltime_shorter_than_the_sweep(tmp_path: Path, slurm, reference, benchmark_script):
-    """Jobs of 2 minutes for a sweep that takes longer: runs pause before their job's
-    walltime and go on in the next job, which the cluster submits in its place."""
+@pytest.fixture(scope="module")
+def long_profile(tmp_path_factory) -> Path:
+    """The smoke profile with a final run of 100 epochs (no early stop): about 2.5
+    minutes of training here, longer than a job of 2 minutes holds."""
+    text = (REPO / "lib" / "fruit" / "profiles" / "smoke.toml").read_text()
+    text, named = re.subn(r'(?m)^name = "smoke"$', 'name = "long"', text)
+    text, longer = re.subn(
+        r"(?m)^(\[final\]\nruns = 1\n)max_epochs = 2$", r"\1max_epochs = 100", text
+    )
+    assert named == longer == 1, "lib/fruit/profiles/smoke.toml changed: update this test"
+    path = tmp_path_factory.mktemp("profile") / "long.toml"
+    path.write_text(text + "early_stop_patience = 1000\n")  # in its [training] table
+    return path
+
+
+@pytest.fixture(scope="module")
+def long_reference(tmp_path_factory, long_profile) -> Path:
+    why = _slurm_answers()
+    if why:
+        pytest.skip(why)
+    home = tmp_path_factory.mktemp("local-long")
+    local = _sweep(home, "--profile", str(long_profile), *ONE_PAIR, "--workers", "1")
+    assert local.returncode == 0, local.stdout + local.stderr
+    return home
+
+
+def test_a_walltime_that_ends_mid_run(
+    tmp_path: Path, slurm, long_profile, long_reference, benchmark_script
+):
+    """Jobs of 2 minutes for a sweep whose final run trains longer than that: the run
+    pauses before its job's walltime and goes on in the next job, which the cluster
+    submits in its place, to the records of a run never interrupted."""
     home = tmp_path / "walltime"
     start = time.monotonic()
-    proc = _start(home, *_where("--walltime", "00:02:00"), env=slurm.env)
+    where = ("--profile", str(long_profile), *ONE_PAIR, *_where("--walltime", "00:02:00"))
+    proc = _start(home, *where, env=slurm.env)
     status, out = _finish(proc, home, timeout=1500)
     jobs = list(slurm.logs.glob("*.err"))
-    print(f"\nsmoke sweep in jobs of 2 minutes: {time.monotonic() - start:.0f} s, {len(jobs)} jobs")
+    print(f"\nsweep in jobs of 2 minutes: {time.monotonic() - start:.0f} s, {len(jobs)} jobs")
     assert status == 0, out
-    assert len(jobs) >= 2, f"the sweep fitted in one job: {out}"
-    _assert_same_records(home, reference, benchmark_script("same_runs"))
+    final = home / "results" / "runs" / "long" / "question-formation" / "Tf" / "final-0"
+    log = (final / "runner.log").read_text()
+    assert re.search(r"attempt 1 paused .* after \d+ s", log), log  # mid-run, at its job's end
+    assert "attempt 2 started" in log and "resuming from checkpoint.pt" in log, log
+    assert "final-0: paused before its job's walltime; goes on in a new job" in out, out
+    _assert_same_records(
+        home, long_reference, benchmark_script("same_runs"), "question-formation/Tf/", "long"
+    )
 
 
 def test_sigterm_while_a_run_waits_for_a_worker(tmp_path: Path, slurm, reference, benchmark_script):
