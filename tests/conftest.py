@@ -86,6 +86,19 @@ def _few_threads():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _malloc_environment_restored():
+    """A plain Dask LocalCluster's nanny writes MALLOC_TRIM_THRESHOLD_ into this process's
+    os.environ (fruit's clusters do not: fruit.experiments.cluster.QUIET_DASK); put the
+    malloc variables back after each test, so that a later test's cluster does not inherit
+    them whatever ran before it in the same process (pytest-xdist changes that order)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+    yield
+    for name in [k for k in os.environ if k.startswith("MALLOC_") and k not in before]:
+        del os.environ[name]
+    os.environ.update(before)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels_in_a_temporary_folder(tmp_path_factory):
     """The C kernels (fruit.kernels.build) are built for this session in a temporary
