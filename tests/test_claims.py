@@ -135,6 +135,39 @@ def test_verdicts_follow_planted_runs(tmp_path):
     assert verdicts["C2"] == "contradicted" and verdicts["C1"] == "undecided"
 
 
+def test_a_profile_training_some_pairs_checks_only_their_comparisons(tmp_path):
+    """A profile of question formation Tf alone: C2 whole and C1's Tf comparison are
+    checked; C1 is not reproduced by half its comparisons, and no claim of other pairs is
+    reported as undecided for want of runs it never plans."""
+    from fruit.reporting.claims_report import counts_sentence, markdown_claims, status_lines
+
+    _five_runs(
+        tmp_path,
+        QF,
+        "Tf",
+        {
+            ("full", "linear"): [0.2, 0.3, 0.25, 0.1, 0.4],
+            ("full", "hierarchical"): [0.0, 0.01, 0.0, 0.02, 0.0],
+            ("partial", "hierarchical"): [0.9, 0.8, 0.95, 0.7, 0.9],
+            ("partial", "linear"): [0.1, 0.2, 0.05, 0.3, 0.1],
+        },
+    )
+    results = evaluate_claims(load_runs(tmp_path, "claims"), pairs={(QF, "Tf")})
+    assert [r.claim.id for r in results] == ["C1", "C2"]
+    c1, c2 = results
+    assert [c.check.text for c in c1.checks] == ["question-formation/Tf full.test > 0.9"]
+    assert c1.checks[0].verdict == "reproduced" and c1.left_out == 1
+    assert c1.verdict == "undecided"  # the LSTM's comparison is not checked
+    assert c2.verdict == "reproduced" and c2.left_out == 0
+    counts = counts_sentence(results)
+    assert "Distinct comparisons: 3" in counts
+    assert "checked on this profile's pairs: C1 (in part), C2; not C3, C4, C5, C6, C7" in counts
+    assert "on 1 of its 2 comparisons" in status_lines(results)[0]
+    assert "| **undecided** (1 of 2 comparisons) |" in markdown_claims(results, "note")
+    # without pairs, every claim is checked as before
+    assert len(evaluate_claims(load_runs(tmp_path, "claims"))) == 7
+
+
 def test_report_writes_the_claims_table(tmp_path):
     paper = {r.architecture: r for r in paper_table(QF).rows}
     for arch in ("Tf", "Tf+Nd"):

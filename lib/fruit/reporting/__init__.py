@@ -191,11 +191,18 @@ def write_bar_charts(
     return written
 
 
-def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Path) -> list[Path]:
-    """``claims.md`` / ``.csv`` / ``.tex``: every claim of ``reporting/data/claims.toml``
-    checked on the profile's final runs (``fruit.reporting.claims``); nothing for a
-    profile that trains none of the pairs the claims compare."""
-    from fruit.reporting.claims import evaluate_claims, load_claims
+def write_claims(
+    runs,
+    tables: dict[str, Table],
+    profile: str,
+    out_dir: str | Path,
+    pairs: set[tuple[str, str]] | None = None,
+) -> list[Path]:
+    """``claims.md`` / ``.csv`` / ``.tex``: the claims of ``reporting/data/claims.toml``
+    checked on the profile's final runs (``fruit.reporting.claims``), each with the
+    comparisons of ``pairs`` (the profile's pairs; None: the pairs with runs); nothing
+    for a profile that trains none of the pairs a comparison needs."""
+    from fruit.reporting.claims import evaluate_claims
     from fruit.reporting.claims_report import (
         claims_records,
         latex_claims,
@@ -203,11 +210,12 @@ def write_claims(runs, tables: dict[str, Table], profile: str, out_dir: str | Pa
         other_cells,
     )
 
-    compared = set().union(*(claim.cells() for claim in load_claims()))
-    if not compared & {(r.task, r.architecture) for r in runs}:
+    if pairs is None:
+        pairs = {(r.task, r.architecture) for r in runs}
+    results = evaluate_claims(runs, pairs=pairs)
+    if not results:
         return []
     note = _note(tables, profile)
-    results = evaluate_claims(runs)
     out_dir = Path(out_dir)
     files = {
         "claims.md": markdown_claims(results, note, others=other_cells(results, tables)),
@@ -315,7 +323,13 @@ def report(
     written = {
         "tables": write_tables(tables, Path(tables_dir) / profile),
         "comparisons": write_comparisons(tables, Path(tables_dir) / profile),
-        "claims": write_claims(runs, tables, profile, Path(tables_dir) / profile),
+        "claims": write_claims(
+            runs,
+            tables,
+            profile,
+            Path(tables_dir) / profile,
+            set(settings.pairs) if settings is not None else None,
+        ),
     }
     searched = load_runs(results_dir, profile, phase="search")
     written["searches"] = write_searches(

@@ -17,6 +17,7 @@ from fruit.reporting.claims import (
     ClaimResult,
     Compatibility,
     Side,
+    load_claims,
 )
 from fruit.reporting.runs import TASK_TITLES
 from fruit.reporting.stats import PAPER_RUNS
@@ -82,6 +83,12 @@ def status_lines(
     for r in results:
         head = f"- **{r.claim.id}**{' (the central claim)' if r.claim.central else ''}: "
         head += f"**{r.verdict}**"
+        if r.left_out:
+            other = "the other compares" if r.left_out == 1 else "the others compare"
+            head += (
+                f" on {len(r.checks)} of its {len(r.checks) + r.left_out} comparisons ({other} "
+                "pairs this profile does not train)"
+            )
         differing = r.differing()
         if differing:
             cells = "; ".join(cell_sentence(c) for c in differing)
@@ -120,6 +127,13 @@ def counts_sentence(results: list[ClaimResult]) -> str:
         + ", ".join(f"{n} {v}" for v, n in verdicts.items() if n or v != "consistent")
         + ")"
     )
+    missing = [c.id for c in load_claims() if c.id not in {r.claim.id for r in results}]
+    if missing or any(r.left_out for r in results):
+        text += (
+            "; checked on this profile's pairs: "
+            + ", ".join(r.claim.id + (" (in part)" if r.left_out else "") for r in results)
+            + (f"; not {', '.join(missing)} (pairs it does not train)" if missing else "")
+        )
     if repeated:
         owners = [
             ", ".join(r.claim.id for r in results if any(c.check.text == t for c in r.checks))
@@ -157,6 +171,13 @@ def other_cells(results: list[ClaimResult], tables: dict) -> tuple[Compatibility
             paper = (rec["paper_mean"], rec["paper_std"])
             found.append(Compatibility(side, ours, paper, rec["compatibility_p"]))
     return tuple(found)
+
+
+def _part(result: ClaimResult) -> str:
+    """' (2 of 6 comparisons)' for a claim checked in part, else ''."""
+    if not result.left_out:
+        return ""
+    return f" ({len(result.checks)} of {len(result.checks) + result.left_out} comparisons)"
 
 
 def _pair(values: tuple[float, float] | None, op: str) -> str:
@@ -202,6 +223,7 @@ def claims_records(results: list[ClaimResult]) -> list[dict]:
         {
             "claim": r.claim.id,
             "claim_verdict": r.verdict,
+            "claim_comparisons_left_out": r.left_out,
             "comparison": c.check.text,
             "paper_left": c.paper[0],
             "paper_right": c.paper[1],
@@ -261,7 +283,8 @@ def markdown_claims(
     seen: set[str] = set()
     for r in results:
         for k, c in enumerate(r.checks):
-            head = (f"**{r.claim.id}** {r.claim.claim}", f"**{r.verdict}**") if k == 0 else ("", "")
+            head = (f"**{r.claim.id}** {r.claim.claim}", f"**{r.verdict}**{_part(r)}")
+            head = head if k == 0 else ("", "")
             paper = _pair(c.paper, c.check.op) + ("" if c.paper_holds else " (fails)")
             again = " (counted once: also above)" if c.check.text in seen else ""
             seen.add(c.check.text)
@@ -306,7 +329,7 @@ def latex_claims(results: list[ClaimResult], note: str) -> str:
     ]
     for r in results:
         for k, c in enumerate(r.checks):
-            head = (r.claim.id, r.verdict) if k == 0 else ("", "")
+            head = (r.claim.id, r.verdict + _part(r)) if k == 0 else ("", "")
             compat = ", ".join(_p(cell.p) for cell in c.compatibility) or "--"
             lines.append(
                 " & ".join(
