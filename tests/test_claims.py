@@ -108,20 +108,24 @@ def _five_runs(root, task, arch, values_by_column):
         write_run(root, "claims", task, arch, i, full, partial)
 
 
+def _tf_linear_in_full(root, first_word: str):
+    """Five question-formation Tf runs, FA linear above FA hierarchical in each, and the
+    first word following ``first_word``'s rule in each."""
+    mostly, rarely = [0.9, 0.8, 0.95, 0.7, 0.9], [0.1, 0.2, 0.05, 0.3, 0.1]
+    other = "linear" if first_word == "hierarchical" else "hierarchical"
+    values = {
+        ("full", "linear"): [0.2, 0.3, 0.25, 0.1, 0.4],
+        ("full", "hierarchical"): [0.0, 0.01, 0.0, 0.02, 0.0],
+        ("partial", first_word): mostly,
+        ("partial", other): rarely,
+    }
+    _five_runs(root, QF, "Tf", values)
+
+
 def test_verdicts_follow_planted_runs(tmp_path):
     # C2 for Tf: linear FA above hierarchical in every run -> reproduced; PA the other way
     # round in every run -> contradicted; C4's two-cell check with overlapping runs -> undecided
-    _five_runs(
-        tmp_path,
-        QF,
-        "Tf",
-        {
-            ("full", "linear"): [0.2, 0.3, 0.25, 0.1, 0.4],
-            ("full", "hierarchical"): [0.0, 0.01, 0.0, 0.02, 0.0],
-            ("partial", "hierarchical"): [0.1, 0.2, 0.05, 0.3, 0.1],
-            ("partial", "linear"): [0.9, 0.8, 0.95, 0.7, 0.9],
-        },
-    )
+    _tf_linear_in_full(tmp_path, first_word="linear")
     _five_runs(tmp_path, QF, "Tf+Nd", {("full", "hierarchical"): [0.0, 0.03, 0.0, 0.01, 0.0]})
     runs = load_runs(tmp_path, "claims")
     c2, c4 = (next(c for c in load_claims() if c.id == i) for i in ("C2", "C4"))
@@ -141,17 +145,7 @@ def test_a_profile_training_some_pairs_checks_only_their_comparisons(tmp_path):
     reported as undecided for want of runs it never plans."""
     from fruit.reporting.claims_report import counts_sentence, markdown_claims, status_lines
 
-    _five_runs(
-        tmp_path,
-        QF,
-        "Tf",
-        {
-            ("full", "linear"): [0.2, 0.3, 0.25, 0.1, 0.4],
-            ("full", "hierarchical"): [0.0, 0.01, 0.0, 0.02, 0.0],
-            ("partial", "hierarchical"): [0.9, 0.8, 0.95, 0.7, 0.9],
-            ("partial", "linear"): [0.1, 0.2, 0.05, 0.3, 0.1],
-        },
-    )
+    _tf_linear_in_full(tmp_path, first_word="hierarchical")
     results = evaluate_claims(load_runs(tmp_path, "claims"), pairs={(QF, "Tf")})
     assert [r.claim.id for r in results] == ["C1", "C2"]
     c1, c2 = results
