@@ -524,6 +524,39 @@ def test_compute_estimate_scales_with_the_profile():
     assert converged.core_hours == pytest.approx((4 + 2) * (10 * epoch_hours + evaluation_hours))
 
 
+def test_search_trials_that_early_stopping_ends_tell_how_long_runs_take(tmp_path):
+    """paper-search trains its trials until early stopping, as its final runs: before any
+    final run is recorded, the pair's recorded trials give the length (diverged ones say
+    nothing), and stand in for the architecture on another task; a recorded final run of
+    the pair then takes over."""
+    import json
+
+    from fruit.experiments.cost import pair_costs
+    from fruit.profiles import run_folder
+
+    profile = load_profile("paper-search")
+    qf, de = "question-formation", "question-formation-in-german"
+
+    def record(phase, index, epochs, status="complete"):
+        path = run_folder(tmp_path, "paper-search", qf, "Tf+Nd", phase, index)
+        path.mkdir(parents=True)
+        metrics = {"epochs": epochs, "train_seconds": 60.0, "status": status}
+        (path / "metrics.json").write_text(json.dumps(metrics))
+
+    def cost():
+        return {(c.task, c.architecture): c for c in pair_costs(profile, results_dir=tmp_path)}
+
+    for index, epochs in enumerate((15.0, 20.0, 25.0)):
+        record("search", index, epochs)
+    record("search", 3, 0.4, status="diverged")
+    c = cost()
+    assert c[qf, "Tf+Nd"].final_epochs == 20.0
+    assert "3 recorded search trials" in c[qf, "Tf+Nd"].final_epochs_from
+    assert c[de, "Tf+Nd"].final_epochs == 20.0 and "other tasks" in c[de, "Tf+Nd"].final_epochs_from
+    record("final", 0, 32.0)
+    assert cost()[qf, "Tf+Nd"].final_epochs == 32.0
+
+
 def test_compute_estimate_learns_from_the_run_records(tmp_path):
     """With a results folder, final runs are counted at their recorded length and only
     what is unfinished is left (less the epochs a paused run has logged)."""

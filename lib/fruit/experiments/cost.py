@@ -18,8 +18,9 @@ faster than linearly with it) and with the batch-token budget.
 
 Given the results folder, the estimate also reads the profile's run records, so that a
 campaign in progress can be planned from what it has learned: final runs are counted at
-the mean length of the pair's recorded final runs (else of the architecture's recorded
-final runs on other tasks, else ``FINAL_EPOCHS``; diverged runs left out), and what is
+the mean length of the pair's recorded final runs (else of its recorded search trials
+where early stopping ends those too, else of the architecture's recorded final runs on
+other tasks, else ``FINAL_EPOCHS``; diverged runs left out), and what is
 *left* counts only runs without ``metrics.json``, less the epochs an unfinished run has
 already trained (a final run at least one more epoch; ``fruit.experiments.run_state``).
 The training time the recorded runs took (their
@@ -131,16 +132,26 @@ def final_length(
     profile: Profile, task: str, arch: str, states: list[RunState]
 ) -> tuple[float, str]:
     """(epochs, where from) assumed for a final run of (task, arch): the mean of the
-    pair's completed final runs, else of the architecture's on other tasks, else
-    ``FINAL_EPOCHS``; never more than the profile's maximum. Diverged runs say nothing
-    about how long early stopping takes and are left out."""
-    finals = [s for s in states if s.phase == "final" and s.complete and s.architecture == arch]
-    own = [s.epochs for s in finals if s.task == task]
-    other = [s.epochs for s in finals if s.task != task]
+    pair's completed final runs, else of its completed search trials where early stopping
+    ends those too (``search_until_early_stopping``), else of the architecture's final
+    runs (and such trials) on other tasks, else ``FINAL_EPOCHS``; never more than the
+    profile's maximum.
+    Diverged runs say nothing about how long early stopping takes and are left out."""
+    stopped = ("final", "search") if search_until_early_stopping(profile, arch) else ("final",)
+    complete = [s for s in states if s.complete and s.architecture == arch and s.phase in stopped]
+    own = [s.epochs for s in complete if s.task == task and s.phase == "final"]
+    trials = [s.epochs for s in complete if s.task == task and s.phase == "search"]
+    other = [s.epochs for s in complete if s.task != task]
     if own:
         epochs, source = sum(own) / len(own), f"mean of its {len(own)} recorded"
+    elif trials:
+        epochs = sum(trials) / len(trials)
+        source = f"mean of its {len(trials)} recorded search trials, which early stopping ends"
     elif other:
-        epochs, source = sum(other) / len(other), f"mean of {arch}'s {len(other)} on other tasks"
+        epochs, source = (
+            sum(other) / len(other),
+            f"mean of {arch}'s {len(other)} recorded runs on other tasks",
+        )
     else:
         epochs, source = FINAL_EPOCHS, "assumed"
     cap = profile.max_epochs("final", arch)
@@ -249,8 +260,8 @@ def describe(
     costs = pair_costs(profile, pairs, results_dir)
     lines = [
         "compute estimate (1 thread per run, reference 2-core CPU; search trials at their "
-        f"maximum epochs, final runs at {FINAL_EPOCHS} epochs unless recorded final runs "
-        "say otherwise, and so are search trials that early stopping ends):"
+        f"maximum epochs, final runs at {FINAL_EPOCHS} epochs unless recorded runs say "
+        "otherwise, and so are search trials that early stopping ends):"
     ]
     for c in costs:
         line = f"  {c.task}/{c.architecture}: {c.runs} runs, {c.core_hours:.1f} core-hours"
