@@ -61,3 +61,24 @@ def test_by_subject_rows_are_printed_per_final_run(tmp_path):
     assert "Not recorded: the runs were made before metrics.json carried it" in lstm
     # the paper's row order: Tf before LSTM
     assert text.index("question formation, Tf.") < text.index("question formation, LSTM.")
+
+
+def test_search_trials_with_a_breakdown_follow_the_finals_and_added_rows_are_marked(tmp_path):
+    rows = [{"subject": "ORC", "n": 2, "FA hierarchical": 0.5, "FA linear": 0.25}]
+    _edit(write_run(tmp_path, "p", QF, "Tf+Nd", 0, FULL, PARTIAL), by_subject=rows)
+    for i, ce in enumerate((1.2, 0.9)):
+        run = write_run(tmp_path, "p", QF, "Tf+Nd", i, FULL, PARTIAL, phase="search")
+        trial_rows = [dict(rows[0], **{"FA hierarchical": 0.125 * (i + 1)})]
+        added = {"from": "best.pt", "commit": "abcdef0123456789"}
+        _edit(run, best_validation_cross_entropy=ce, by_subject=trial_rows, by_subject_added=added)
+    text = markdown_by_subject(load_runs(tmp_path, "p", phase=None), "profile p")
+    finals, trials = text.split("*question formation, Tf+Nd: search trials.*")
+    assert "| final-0 | 0.500 | 0.250 |" in finals
+    assert "| search-0 † | 0.125 | 0.250 |" in trials
+    assert "| **search-1** † | 0.250 | 0.250 |" in trials  # the lowest validation CE
+    assert "by commit abcdef0 (`python -m fruit.backfill`)" in text
+    # trials without a breakdown add nothing
+    plain = tmp_path / "q"
+    write_run(plain, "p", QF, "Tf", 0, FULL, PARTIAL)
+    write_run(plain, "p", QF, "Tf", 0, FULL, PARTIAL, phase="search")
+    assert ": search trials.*" not in markdown_by_subject(load_runs(plain, "p", phase=None), "p")

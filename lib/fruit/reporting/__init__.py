@@ -245,7 +245,7 @@ def write_searches(
     if searched:
         files["search.md"] = markdown_search(searched, note, trials)
     if any(r.metrics is not None for r in finals):
-        files["by-subject.md"] = markdown_by_subject(finals, note)
+        files["by-subject.md"] = markdown_by_subject([*finals, *searched], note)
     for name, text in files.items():
         atomic_write_text(out_dir / name, text)
     return [out_dir / name for name in files]

@@ -6,10 +6,11 @@ the run records alone.
   cross-entropy (what selects) and its accuracies, the selected trial marked, and where
   a trial was taken over from another profile (``reused_from``,
   ``fruit.experiments.reuse``).
-* ``markdown_by_subject``: per pair, every final run's generalization accuracies by the
-  kind of modifier on the subject (``by_subject`` in metrics.json, recorded at the end of
-  each run: ``fruit.breakdown``), so that a mean can be read as the mix it is. Runs
-  recorded before metrics.json carried it are listed as such.
+* ``markdown_by_subject``: per pair, every final run's (and search trial's) generalization
+  accuracies by the kind of modifier on the subject (``by_subject`` in metrics.json,
+  recorded at the end of each run: ``fruit.breakdown``, or afterwards from its best.pt:
+  ``fruit.backfill``), so that a mean can be read as the mix it is. Runs recorded before
+  metrics.json carried it are listed as such.
 """
 
 from __future__ import annotations
@@ -108,10 +109,12 @@ def markdown_search(runs: list[RunResult], note: str, trials: int | None = None)
 
 
 def markdown_by_subject(runs: list[RunResult], note: str) -> str:
-    """The final runs' generalization accuracies by kind of subject modifier."""
-    finals = sorted(
-        (r for r in runs if r.phase == "final" and r.metrics is not None), key=lambda r: r.index
-    )
+    """The final runs' generalization accuracies by kind of subject modifier, pair by
+    pair, and the search trials' where their records carry them (the selected trial
+    marked once every trial finished)."""
+    done = [r for r in runs if r.metrics is not None]
+    finals = sorted((r for r in done if r.phase == "final"), key=lambda r: r.index)
+    trials = sorted((r for r in done if r.phase == "search"), key=lambda r: r.index)
     lines = [
         f"**Generalization by the subject's modifier ({note}).** Per final run, for each "
         "kind of modifier on the subject of the generalization sentences (ORC: object "
@@ -121,28 +124,60 @@ def markdown_by_subject(runs: list[RunResult], note: str) -> str:
         "partial accuracy (PA) under the hierarchical and the linear rule. Weighted by n, "
         "a run's rows give its means.",
     ]
+    added = sorted(
+        {
+            r.metrics["by_subject_added"].get("commit") or "?"
+            for r in done
+            if r.metrics.get("by_subject") and r.metrics.get("by_subject_added")
+        }
+    )
+    if added:
+        commits = ", ".join(c[:7] for c in added)
+        lines[0] += (
+            " Rows marked † were computed after the run from its best.pt, by commit "
+            f"{commits} (`python -m fruit.backfill`): the run's code predates recording them."
+        )
     for task, arch in _pairs(finals):
         mine = [r for r in finals if (r.task, r.architecture) == (task, arch)]
-        recorded = [r for r in mine if r.metrics.get("by_subject")]
         lines += ["", f"*{TASK_TITLES.get(task, task)}, {arch}.*", ""]
-        if not recorded:
+        if not any(r.metrics.get("by_subject") for r in mine):
             lines.append(
                 "Not recorded: the runs were made before metrics.json carried it, or the "
                 "task has no breakdown by subject (fruit.breakdown)."
             )
             continue
-        kinds = list(
-            dict.fromkeys(row["subject"] for r in recorded for row in r.metrics["by_subject"])
+        lines += _subject_table(mine, lambda r: f"final-{r.index}")
+    for task, arch in _pairs(trials):
+        mine = [r for r in trials if (r.task, r.architecture) == (task, arch)]
+        if not any(r.metrics.get("by_subject") for r in mine):
+            continue
+        if "search trials" not in lines[0]:
+            lines[0] += (
+                " Then the search trials, where their records carry the breakdown (the "
+                "selected trial **bold**)."
+            )
+        best = _selected(mine)
+        lines += ["", f"*{TASK_TITLES.get(task, task)}, {arch}: search trials.*", ""]
+        lines += _subject_table(
+            mine, lambda r, best=best: f"**search-{r.index}**" if r is best else f"search-{r.index}"
         )
-        columns = [c for c in recorded[0].metrics["by_subject"][0] if c not in ("subject", "n")]
-        sizes = {row["subject"]: row["n"] for row in recorded[0].metrics["by_subject"]}
-        header = ["Run"] + [f"{k} (n {sizes.get(k, '?')}): {c}" for k in kinds for c in columns]
-        lines += ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
-        for r in mine:
-            rows = {row["subject"]: row for row in r.metrics.get("by_subject") or []}
-            if not rows:
-                lines.append(f"| final-{r.index} |" + " not recorded |" * (len(header) - 1))
-                continue
-            values = [_number(rows.get(k, {}).get(c)) for k in kinds for c in columns]
-            lines.append(f"| final-{r.index} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _subject_table(runs: list[RunResult], label) -> list[str]:
+    """One row per run (``label(run)``), a column per kind of subject and accuracy."""
+    recorded = [r for r in runs if r.metrics.get("by_subject")]
+    kinds = list(dict.fromkeys(row["subject"] for r in recorded for row in r.metrics["by_subject"]))
+    columns = [c for c in recorded[0].metrics["by_subject"][0] if c not in ("subject", "n")]
+    sizes = {row["subject"]: row["n"] for row in recorded[0].metrics["by_subject"]}
+    header = ["Run"] + [f"{k} (n {sizes.get(k, '?')}): {c}" for k in kinds for c in columns]
+    lines = ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
+    for r in runs:
+        rows = {row["subject"]: row for row in r.metrics.get("by_subject") or []}
+        if not rows:
+            lines.append(f"| {label(r)} |" + " not recorded |" * (len(header) - 1))
+            continue
+        mark = " †" if r.metrics.get("by_subject_added") else ""
+        values = [_number(rows.get(k, {}).get(c)) for k in kinds for c in columns]
+        lines.append(f"| {label(r)}{mark} | " + " | ".join(values) + " |")
+    return lines
