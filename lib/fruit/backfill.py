@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from functools import cache
 from pathlib import Path
 
 from fruit.errors import FruitError
@@ -29,6 +30,13 @@ from fruit.provenance import git_state
 MEANS_TOLERANCE = 1e-6
 
 
+@cache
+def _code_commit() -> str | None:
+    """The checkout's commit when this process first asks: the code it imported then,
+    whatever commits are made while a long backfill runs."""
+    return git_state()["commit"]
+
+
 def add_by_subject(run_dir: str | Path, data_dir: str | Path | None = None) -> list[dict]:
     """Write ``by_subject`` (and ``by_subject_added``) into ``run_dir``'s metrics.json
     and return the rows; a run that already records them is left as it is."""
@@ -36,6 +44,7 @@ def add_by_subject(run_dir: str | Path, data_dir: str | Path | None = None) -> l
     from fruit.explore import load_run
     from fruit.training.data import SPLIT_FIELDS, read_task_data
 
+    commit = _code_commit()  # before the minutes of work in which a commit may be made
     run_dir = Path(run_dir)
     metrics = read_metrics(run_dir)
     if metrics is None:
@@ -61,7 +70,7 @@ def add_by_subject(run_dir: str | Path, data_dir: str | Path | None = None) -> l
                     "folder): nothing written"
                 )
     metrics["by_subject"] = rows
-    metrics["by_subject_added"] = {"from": "best.pt", "commit": git_state()["commit"]}
+    metrics["by_subject_added"] = {"from": "best.pt", "commit": commit}
     atomic_write_json(run_dir / "metrics.json", metrics)
     return rows
 
