@@ -81,6 +81,12 @@ def test_the_command_line_says_what_it_did_and_refuses_an_unfinished_run(
     strip(finished_run, tmp_path / "old")
     assert backfill.main([str(tmp_path / "old")]) == 0
     assert "kinds of subject, 24 sentences" in capsys.readouterr().out
+    diverged, _ = strip(finished_run, tmp_path / "diverged")
+    (tmp_path / "diverged" / "metrics.json").write_text(
+        json.dumps(dict(diverged, status="diverged"))
+    )
+    assert backfill.main([str(tmp_path / "diverged")]) == 2
+    assert "diverged: it has no generalization means" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert backfill.main([str(tmp_path / "empty")]) == 2
     assert "no metrics.json" in capsys.readouterr().err

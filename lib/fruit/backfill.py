@@ -51,6 +51,8 @@ def add_by_subject(run_dir: str | Path, data_dir: str | Path | None = None) -> l
         raise FruitError(f"{run_dir} has no metrics.json: only a finished run can be added to")
     if metrics.get("by_subject"):
         return metrics["by_subject"]
+    if metrics.get("status") != "complete":
+        raise FruitError(f"{run_dir} diverged: it has no generalization means to break down")
     run = load_run(run_dir, device="cpu", data_dir=data_dir)
     folder = Path(data_dir or run.config["data_dir"]) / run.config["task"]
     sizes = {split: run.config.get(field) for split, field in SPLIT_FIELDS.items()}
