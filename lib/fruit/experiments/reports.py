@@ -5,6 +5,7 @@ the cluster, with their executed copies in ``results/notebooks/<profile>/``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def run_reports(
             str(executed),
             parameters,
             allocator,
-            key=f"report-{profile}-{name}",
+            key=f"report-{profile}-{name}-{uuid.uuid4().hex[:8]}",  # see Sweep._token
             pure=False,
             resources=resources,
         )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
@@ -80,7 +81,7 @@ def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say
             profile.sizes,
             profile.data_source,
             None if published is None else str(published),
-            key=f"data-{profile.name}-{task}",
+            key=f"data-{profile.name}-{task}-{uuid.uuid4().hex[:8]}",  # see Sweep._token
             pure=False,
         )
         for task in tasks
@@ -154,6 +155,10 @@ class Sweep:
         self.deadlines = Deadlines()  # set by run(): when runs pause, when it ends
         self.paused_on_request = False
         self._submitted: Counter[str] = Counter()  # run name -> submissions (Dask keys)
+        # Dask keys are unique per sweep too: a scheduler may still hold a key that an
+        # earlier sweep cancelled (a time limit, Ctrl-C), and a future submitted under it
+        # again can come back cancelled (seen with two sweeps on one cluster in a row)
+        self._token = uuid.uuid4().hex[:8]
         self._start = time.monotonic()
         self.progress: Progress | None = None  # set by run(): what the runs have taken
 
@@ -186,6 +191,11 @@ class Sweep:
         evaluation = None if self.progress is None else self.progress.evaluation(spec)
         return self.deadlines.stop_at_for(evaluation)
 
+    def _key(self, spec: RunSpec) -> str:
+        """The Dask key of the run's current submission (shown on the dashboard)."""
+        name = spec.name.replace("/", ":")
+        return f"run-{self.profile.name}-{name}-{self._submitted[spec.name]}-{self._token}"
+
     def submit(self, spec: RunSpec, attempt: int):
         """Submit one attempt at a run to the cluster; returns its future (its key is
         the run's name and how many times this sweep has submitted it)."""
@@ -210,9 +220,7 @@ class Sweep:
             str(self.pause_file),
             getattr(self.cluster, "walltime", None),  # positional, as every argument here
             None if self.progress is None else self.progress.evaluation(spec),
-            key=f"run-{self.profile.name}-{spec.name}-{self._submitted[spec.name]}".replace(
-                "/", ":"
-            ),
+            key=self._key(spec),
             pure=False,
             retries=0,
             priority=relative_cost(spec),
