@@ -237,10 +237,13 @@ def same_function(ours: Ours, authors: Authors, strings: list[list[int]]) -> flo
         ours.model.train(), authors.model.train()
 
 
-def interleave(contenders, batches, seconds: float, min_rounds: int, warmup: int):
+def interleave(contenders, batches, seconds: float, min_rounds: int, warmup: int, sync=None):
     """Rounds of one step of every contender on the same batch, taking turns (the
     order reversed every other round); returns per contender the (seconds, tokens) of
-    its timed steps."""
+    its timed steps. ``sync`` (e.g. torch.cuda.synchronize) waits for the device before
+    and after each timed step, so that work a step queued and did not wait for (our
+    update reads the loss before backward) is not charged to the next contender."""
+    sync = sync or (lambda: None)
     for batch in batches[:warmup]:
         for c in contenders:
             c.step(c.convert(batch))
@@ -252,8 +255,10 @@ def interleave(contenders, batches, seconds: float, min_rounds: int, warmup: int
         tokens = sum(len(w) + 1 for w in batch)  # predicted positions, EOS included
         for c in contenders if rounds % 2 == 0 else contenders[::-1]:
             prepared = c.convert(batch)
+            sync()
             t0 = time.perf_counter()
             c.step(prepared)
+            sync()
             times[c.name].append((time.perf_counter() - t0, tokens))
         rounds += 1
         if rounds >= min_rounds and time.perf_counter() - start >= seconds:

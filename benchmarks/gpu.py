@@ -160,7 +160,10 @@ def authors_rows(args, strings, vocab_size) -> list[str]:
     lines = []
     for arch in AUTHORS_ARCHS:
         ours, theirs = contenders(compare, arch, vocab_size, max(map(len, strings)), device)
-        times = compare.interleave([ours, theirs], batches, args.authors_seconds, 4, warmup=2)
+        sync = torch.cuda.synchronize if device.type == "cuda" else None
+        times = compare.interleave(
+            [ours, theirs], batches, args.authors_seconds, 4, warmup=2, sync=sync
+        )
         lines += [f"# authors {arch} on {device}:"] + compare.report(times)
         del ours, theirs
         if device.type == "cuda":

@@ -123,6 +123,49 @@ def test_cuda_masks_equal_the_cpu_masks(dtype):
         assert torch.equal(D.apply_mask(x.cuda(), seed, p).cpu(), D.apply_mask(x, seed, p))
 
 
+def test_pytorch_dropout_is_taken_where_the_switch_says(monkeypatch):
+    # the CUDA default, forced on the CPU: the output is PyTorch's own dropout under the
+    # same generator state (the oracle), and the gradient carries the same mask
+    monkeypatch.setenv("FRUIT_COUNTER_DROPOUT", "0")
+    x = torch.randn(3, 257, requires_grad=True)
+    torch.manual_seed(5)
+    y = D.dropout(x, 0.3, training=True)
+    torch.manual_seed(5)
+    expected = torch.nn.functional.dropout(x.detach(), 0.3, training=True)
+    assert torch.equal(y, expected)
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    assert torch.equal(grad, (expected != 0).float() / 0.7)
+    monkeypatch.setenv("FRUIT_COUNTER_DROPOUT", "1")  # counter-based: not PyTorch's masks
+    torch.manual_seed(5)
+    assert not torch.equal(D.dropout(x, 0.3, training=True), expected)
+
+
+def test_dropout_switch_defaults_and_checks(monkeypatch):
+    from fruit.errors import FruitError
+
+    monkeypatch.delenv("FRUIT_COUNTER_DROPOUT", raising=False)
+    assert D.counter_based(torch.device("cpu")) and not D.counter_based(torch.device("cuda"))
+    monkeypatch.setenv("FRUIT_COUNTER_DROPOUT", "1")
+    assert D.counter_based(torch.device("cuda"))
+    monkeypatch.setenv("FRUIT_COUNTER_DROPOUT", "0")
+    assert not D.counter_based(torch.device("cpu"))
+    monkeypatch.setenv("FRUIT_COUNTER_DROPOUT", "on")
+    with pytest.raises(FruitError, match="FRUIT_COUNTER_DROPOUT='on'"):
+        D.dropout(torch.ones(4), 0.1, training=True)
+
+
+@pytest.mark.gpu
+def test_cuda_dropout_is_pytorchs_and_keeps_the_law():
+    # CUDA default: PyTorch's dropout from the CUDA generator, a kept fraction of 1 - p
+    x = torch.ones(1 << 20, device="cuda")
+    torch.cuda.manual_seed(3)
+    y = D.dropout(x, 0.1, training=True)
+    torch.cuda.manual_seed(3)
+    assert torch.equal(y, torch.nn.functional.dropout(x, 0.1, training=True))
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - 0.9) < 5 * (0.9 * 0.1 / x.numel()) ** 0.5
+
+
 @pytest.mark.parametrize("variable", ["FRUIT_NATIVE", "FRUIT_ONEDNN"])
 def test_a_switch_with_another_value_than_0_or_1_is_an_error(variable, monkeypatch):
     # FRUIT_NATIVE=false used to leave the C kernels on without a word

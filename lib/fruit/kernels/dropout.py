@@ -14,7 +14,15 @@ checkpoint's generator state resumes the stream.
 
 ``dropout.c`` computes it on the CPU (float32, float64); `keep_bits` below is the same
 computation as PyTorch integer operations (any device; the tests hold the two equal bit
-for bit), used when the C kernel is not built, on CUDA, and as the readable version.
+for bit), used when the C kernel is not built and as the readable version.
+
+On CUDA, dropout is PyTorch's own (``torch.nn.functional.dropout``): one kernel where
+the counter written in PyTorch operations is about twenty small ones, and a CUDA step is
+a chain of launches. Its law is the same; its masks come from the CUDA generator, so a
+CUDA run is reproducible on CUDA (same seed, card kind and PyTorch version; the
+checkpoint keeps the CUDA generator's state), not mask for mask against the CPU -- as
+with the fused attention of ``fruit.models.transformer``. ``FRUIT_COUNTER_DROPOUT=1``
+keeps the counter-based masks on CUDA, ``=0`` takes PyTorch's on the CPU too.
 """
 
 from __future__ import annotations
@@ -81,8 +89,7 @@ def apply_mask(x: Tensor, seed: int, p: float) -> Tensor:
         lib.dropout_apply(x.data_ptr(), y.data_ptr(), x.numel(), seed, threshold(p), scale)
         return y
     keep = keep_bits(x.numel(), seed, x.device).view(x.shape) >= threshold(p)
-    factor = torch.tensor(scale, dtype=x.dtype, device=x.device)
-    return x * torch.where(keep, factor, torch.zeros((), dtype=x.dtype, device=x.device))
+    return torch.where(keep, x * scale, 0.0)  # scalars: no host-to-device copy
 
 
 def fresh_seed() -> int:
@@ -104,12 +111,22 @@ class CounterDropout(torch.autograd.Function):
         return apply_mask(grad, ctx.seed, ctx.p), None
 
 
+def counter_based(device: torch.device) -> bool:
+    """Whether dropout on ``device`` is the counter-based one: everywhere but CUDA unless
+    FRUIT_COUNTER_DROPOUT=1 (CUDA too) or =0 (nowhere: PyTorch's own dropout)."""
+    choice = build.switch("FRUIT_COUNTER_DROPOUT", "")
+    return choice == "1" or (choice == "" and device.type != "cuda")
+
+
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Counter-based dropout of x (any shape) with probability p when training."""
+    """Dropout of x (any shape) with probability p when training: counter-based, or
+    PyTorch's own on CUDA (see the module's docstring)."""
     if not training or p == 0.0:
         return x
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not counter_based(x.device):
+        return torch.nn.functional.dropout(x, p, training=True)
     return CounterDropout.apply(x, p)
 
 

@@ -15,8 +15,9 @@ of small kernels, the standard layers' attention is PyTorch's fused
 ``scaled_dot_product_attention`` instead, whose dropout draws its masks from the CUDA
 generator: the law is the same, the masks are not the CPU's, so a CUDA run is
 reproducible on CUDA (the same seed, device kind and PyTorch version), not bit for bit
-against the CPU. ``FRUIT_FUSED_ATTENTION=0`` keeps the written-out attention on CUDA,
-``=1`` takes the fused one on the CPU too (the tests compare the two).
+against the CPU (the other dropouts are PyTorch's own on CUDA too, see
+``fruit.kernels.dropout``). ``FRUIT_FUSED_ATTENTION=0`` keeps the written-out attention
+on CUDA, ``=1`` takes the fused one on the CPU too (the tests compare the two).
 """
 
 from __future__ import annotations
