@@ -145,6 +145,17 @@ def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
     return env
 
 
+def _absolute_import_path() -> dict[str, str]:
+    """PYTHONPATH with its relative entries made absolute against this worker's folder.
+    The kernel runs in the notebook's folder, where ``PYTHONPATH=lib`` (a checkout run
+    without installing it) would find no ``fruit``: every run failed with
+    ModuleNotFoundError."""
+    value = os.environ.get("PYTHONPATH")
+    if not value:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep))}
+
+
 def allocator_environment() -> dict[str, str]:
     """This process's glibc malloc settings (its MALLOC_* variables): what the launching
     process passes to the workers for the kernels they start."""
@@ -256,6 +267,7 @@ def execute_run(
     # The kernel inherits os.environ when it starts. The values depend only on this
     # worker, so setting them for good (no restore) is safe with several threads.
     os.environ.update(_kernel_environment(threads, parameters.get("device", "auto")))
+    os.environ.update(_absolute_import_path())
     _use_allocator_environment(allocator)
     start = time.monotonic()
     try:
@@ -319,6 +331,7 @@ def execute_report(
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    os.environ.update(_absolute_import_path())
     _use_allocator_environment(allocator)
     Path(executed).parent.mkdir(parents=True, exist_ok=True)
     name = Path(source).stem
