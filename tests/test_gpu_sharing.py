@@ -274,3 +274,30 @@ def test_the_dry_run_prints_gpu_hours_for_the_named_card(tmp_path, capsys):
     assert "GPU estimate on the NVIDIA H100 (h100; benchmarks/models.py --device cuda" in out
     assert "Tf: 3 runs," in out and "tokens/s (measured)" in out
     assert "with 8 runs per GPU: not measured on h100" in out
+
+
+def test_measured_sharing_divides_the_one_run_hours_with_and_without_mps(tmp_path):
+    from fruit.experiments.cost import pair_costs
+    from fruit.experiments.gpu_rates import CARDS, describe_gpu, gpu_hours
+
+    (tmp_path / "p.toml").write_text(SMALL)
+    costs = pair_costs(load_small(tmp_path))
+    h200 = CARDS["h200"]
+    total = sum(hours for _, hours, _, _ in gpu_hours(costs, h200).values())
+    lines = describe_gpu(costs, h200, runs_per_gpu=16)
+    plain, mps = total / h200.sharing[16], total / h200.sharing_mps[16]
+    assert f"about {plain:.1f} h on 1 GPU, {plain / 8:.1f} h on a node of 8" in lines[-2]
+    assert "with MPS running" in lines[-1] and f"about {mps:.1f} h on 1 GPU" in lines[-1]
+    # a K measured only with MPS, or not at all: the bounds, no figure of its own
+    for k in (4, 24):
+        assert f"between {total / k:.1f} h" in describe_gpu(costs, h200, runs_per_gpu=k)[-1]
+    summary = describe_gpu(costs, h200)
+    assert summary[-2].endswith(f"{h200.sharing[16]:.2f}x at K = 16")
+    assert summary[-1].startswith("  with MPS")
+    assert f"{h200.sharing_mps[16]:.2f}x at K = 16" in summary[-1]
+
+
+def load_small(folder):
+    from fruit.profiles import load_profile
+
+    return load_profile(folder / "p.toml")

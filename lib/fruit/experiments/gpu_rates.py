@@ -12,8 +12,11 @@ output) as fast as without it. Where not even that is possible the architecture 
 
 Several runs sharing a GPU (fruit.experiments.gpu_sharing) have an aggregate throughput
 that only a measurement can tell; ``CardRecord.sharing`` holds it where measured
-(``benchmarks/gpu.py``: aggregate over alone at K runs), and without it the dry-run
-gives the two bounds: no gain (the one-run time) and a perfect one (K times faster).
+(``benchmarks/gpu.py``: aggregate over alone at K runs, the smallest over the
+architectures measured), and without it the dry-run gives the two bounds: no gain (the
+one-run time) and a perfect one (K times faster). ``CardRecord.sharing_mps`` is the same
+with NVIDIA's Multi-Process Service running (docs/cluster.md): without it the processes'
+kernels take turns on the GPU, with it they run side by side.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class CardRecord:
     tokens_per_second: dict[str, float]  # one run alone on the card, measured
     source: str  # how, when and at which commit the figures were measured
     sharing: dict[int, float] = dataclasses.field(default_factory=dict)  # K: aggregate / alone
+    sharing_mps: dict[int, float] = dataclasses.field(default_factory=dict)  # the same, MPS on
 
 
 CARDS = {
@@ -51,6 +55,37 @@ CARDS = {
             "batches of <= 2048 tokens, PyTorch 2.11.0+cu130, 2026-11-26, recorded in commit "
             "9f3a099 (docs/cluster.md)"
         ),
+    ),
+    "h200": CardRecord(
+        card="h200",
+        name="NVIDIA H200",
+        # benchmarks/gpu.py's K = 1 fill, all fifteen measured, rounded to 3 significant figures
+        tokens_per_second={
+            "Tf": 101_000,
+            "Tf+Sup": 52_800,
+            "Tf+Sup+Sup": 37_000,
+            "Tf+Nd": 12_900,
+            "Tf+Nd+Nd": 5_580,
+            "RNN": 373_000,
+            "RNN+Sup": 39_300,
+            "RNN+Sup+R": 39_800,
+            "RNN+Nd": 10_000,
+            "RNN+Nd+R": 9_700,
+            "LSTM": 296_000,
+            "LSTM+Sup": 28_800,
+            "LSTM+Sup+R": 27_500,
+            "LSTM+Nd": 8_830,
+            "LSTM+Nd+R": 8_460,
+        },
+        source=(
+            "benchmarks/gpu.py (scripts/gpu-check.sh), one run alone, one torch thread, "
+            "question-formation batches of 512-2048 tokens, PyTorch 2.11.0+cu130, 2026-11-28, "
+            "commit ad28620 (docs/cluster.md)"
+        ),
+        # aggregate / alone, the smallest of Tf, Tf+Sup, Tf+Nd, LSTM and LSTM+Nd (LSTM's)
+        sharing={8: 4.19, 16: 4.35},
+        # the smallest of Tf, Tf+Nd and LSTM (Tf's), commit e431258
+        sharing_mps={8: 6.68, 16: 11.38, 24: 12.32, 32: 12.16},
     ),
 }
 
@@ -161,19 +196,32 @@ def describe_gpu(costs, record: CardRecord, runs_per_gpu: int | None = None) -> 
 def sharing_lines(record: CardRecord, total: float, k: int | None) -> list[str]:
     """What ``k`` runs per GPU make of ``total`` one-run GPU-hours on the card."""
     if k is None or k <= 1:
-        return [
+        lines = [
             f"runs sharing a GPU (--runs-per-gpu K): their aggregate throughput on "
             f"{record.card} is not measured yet (benchmarks/gpu.py); the times above are K = 1"
             if not record.sharing
             else f"runs sharing a GPU, measured on {record.card}: aggregate "
             + ", ".join(f"{x:.2f}x at K = {n}" for n, x in sorted(record.sharing.items()))
         ]
+        if record.sharing_mps:
+            lines.append(
+                "  with MPS (docs/cluster.md): "
+                + ", ".join(f"{x:.2f}x at K = {n}" for n, x in sorted(record.sharing_mps.items()))
+            )
+        return lines
     if k in record.sharing:
         hours = total / record.sharing[k]
-        return [
+        lines = [
             f"with {k} runs per GPU (measured: {record.sharing[k]:.2f}x the aggregate of one "
             f"run): about {hours:.1f} h on 1 GPU, {hours / 8:.1f} h on a node of 8 GPUs"
         ]
+        if k in record.sharing_mps:
+            hours = total / record.sharing_mps[k]
+            lines.append(
+                f"  with MPS running (docs/cluster.md; measured {record.sharing_mps[k]:.2f}x): "
+                f"about {hours:.1f} h on 1 GPU, {hours / 8:.1f} h on a node of 8 GPUs"
+            )
+        return lines
     return [
         f"with {k} runs per GPU: not measured on {record.card} (benchmarks/gpu.py); between "
         f"{total / k:.1f} h (each run as fast as alone, a bound) and {total:.1f} h (no gain) "
