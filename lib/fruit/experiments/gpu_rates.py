@@ -195,31 +195,36 @@ def describe_gpu(costs, record: CardRecord, runs_per_gpu: int | None = None) -> 
 
 def sharing_lines(record: CardRecord, total: float, k: int | None) -> list[str]:
     """What ``k`` runs per GPU make of ``total`` one-run GPU-hours on the card."""
+
+    def factors(sharing: dict[int, float]) -> str:
+        return ", ".join(f"{x:.2f}x at K = {n}" for n, x in sorted(sharing.items()))
+
+    def time(factor: float) -> str:
+        hours = total / factor
+        return f"about {hours:.1f} h on 1 GPU, {hours / 8:.1f} h on a node of 8 GPUs"
+
     if k is None or k <= 1:
+        if not record.sharing:
+            return [
+                f"runs sharing a GPU (--runs-per-gpu K): their aggregate throughput on "
+                f"{record.card} is not measured yet (benchmarks/gpu.py); the times above are "
+                f"K = 1"
+            ]
         lines = [
-            f"runs sharing a GPU (--runs-per-gpu K): their aggregate throughput on "
-            f"{record.card} is not measured yet (benchmarks/gpu.py); the times above are K = 1"
-            if not record.sharing
-            else f"runs sharing a GPU, measured on {record.card}: aggregate "
-            + ", ".join(f"{x:.2f}x at K = {n}" for n, x in sorted(record.sharing.items()))
+            f"runs sharing a GPU, measured on {record.card}: aggregate {factors(record.sharing)}"
         ]
         if record.sharing_mps:
-            lines.append(
-                "  with MPS (docs/cluster.md): "
-                + ", ".join(f"{x:.2f}x at K = {n}" for n, x in sorted(record.sharing_mps.items()))
-            )
+            lines.append(f"  with MPS (docs/cluster.md): {factors(record.sharing_mps)}")
         return lines
     if k in record.sharing:
-        hours = total / record.sharing[k]
         lines = [
             f"with {k} runs per GPU (measured: {record.sharing[k]:.2f}x the aggregate of one "
-            f"run): about {hours:.1f} h on 1 GPU, {hours / 8:.1f} h on a node of 8 GPUs"
+            f"run): {time(record.sharing[k])}"
         ]
         if k in record.sharing_mps:
-            hours = total / record.sharing_mps[k]
             lines.append(
                 f"  with MPS running (docs/cluster.md; measured {record.sharing_mps[k]:.2f}x): "
-                f"about {hours:.1f} h on 1 GPU, {hours / 8:.1f} h on a node of 8 GPUs"
+                f"{time(record.sharing_mps[k])}"
             )
         return lines
     return [

@@ -89,7 +89,7 @@ def apply_mask(x: Tensor, seed: int, p: float) -> Tensor:
         lib.dropout_apply(x.data_ptr(), y.data_ptr(), x.numel(), seed, threshold(p), scale)
         return y
     keep = keep_bits(x.numel(), seed, x.device).view(x.shape) >= threshold(p)
-    return torch.where(keep, x * scale, 0.0)  # scalars: no host-to-device copy
+    return x * (keep.to(x.dtype) * scale)  # x·scale or x·0, as in C; no host-to-device copy
 
 
 def fresh_seed() -> int:
