@@ -301,3 +301,13 @@ def load_small(folder):
     from fruit.profiles import load_profile
 
     return load_profile(folder / "p.toml")
+
+
+def test_the_layout_line_says_whether_mps_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    assert not gs.mps_running()
+    assert gs.sharing_note(1) == "" and gs.sharing_note(None) == ""
+    assert "no MPS" in gs.sharing_note(4)
+    os.mkfifo(tmp_path / "control")  # what nvidia-cuda-mps-control -d creates
+    assert gs.mps_running()
+    assert gs.sharing_note(4).startswith(" (MPS on")

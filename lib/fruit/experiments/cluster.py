@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fruit.errors import FruitError, unknown_choice
-from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, job_runs_per_gpu, local_layout
+from fruit.experiments.gpu_sharing import (
+    RUNS_PER_GPU_VARIABLE,
+    job_runs_per_gpu,
+    local_layout,
+    sharing_note,
+)
 from fruit.experiments.jobs import JOBQUEUE_DEFAULT_WALLTIME, walltime_seconds
 
 RUN_RESOURCE = {"run": 1}
@@ -161,7 +166,8 @@ def local_cluster(
     shared = f", {per_gpu} per GPU" if per_gpu else ""
     result = Cluster(
         client,
-        f"LocalCluster: {workers} workers x 1 run{shared}, {threads} torch thread(s) per run",
+        f"LocalCluster: {workers} workers x 1 run{shared}, {threads} torch thread(s) per run"
+        + sharing_note(per_gpu),
         threads,
         dict(RUN_RESOURCE),
         dashboard=cluster.dashboard_link if dashboard else None,

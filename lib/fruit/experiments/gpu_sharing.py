@@ -3,12 +3,14 @@ makes by itself unless ``--runs-per-gpu`` says otherwise (docs/cluster.md, "On a
 
 At the paper's sizes one run does not fill a GPU: a training step is a long chain of
 small kernels, launched one after another by the run's own CPU thread, so the GPU waits
-on the CPU most of the time (docs/cluster.md: one Tf run gave 51k tokens/s on an H100,
-three times one CPU core). Several runs on one GPU fill those gaps. Each run stays its own
-process (a Dask worker and the notebook kernel it starts) with its own CUDA context: the
-kernels of different processes run side by side, but none reads another's memory or
-changes the order of another's sums, so a run trained beside others computes exactly
-what it computes alone on the same device (tests/test_gpu_sharing.py).
+on the CPU most of the time (docs/cluster.md: one Tf run gave 101k tokens/s on an H200).
+Several runs on one GPU fill those gaps. Each run stays its own process (a Dask worker
+and the notebook kernel it starts) with its own CUDA context: none reads another's
+memory or changes the order of another's sums, so a run trained beside others computes
+exactly what it computes alone on the same device (tests/test_gpu_sharing.py). The
+processes' kernels take turns on the GPU unless NVIDIA's Multi-Process Service runs, in
+which case they run side by side: on the H200, 16 runs gave 4-7x one run's throughput
+without it and 11-14x with it (``mps_running`` makes ``fruit run`` say which).
 
 The default is a *model*, not a measurement:
 
@@ -37,8 +39,8 @@ RUNS_PER_GPU_VARIABLE = "FRUIT_RUNS_PER_GPU"
 # GPU memory allowed per run (GiB). A model: a CUDA context takes several hundred MiB,
 # and a paper-size model (about 200k parameters, batches of at most 2048 tokens) a little
 # more; the dVPDA of the Nd stacks keeps O(n^3) float64 values per string (n = 40 tokens
-# is 64k values). Not yet measured on a GPU: benchmarks/gpu.py records each
-# architecture's peak.
+# is 64k values). Measured on an H200 (benchmarks/gpu.py): a run's peak allocation is
+# 104-261 MiB, to which its CUDA context adds several hundred; so 2 GiB is generous.
 RUN_GPU_MEMORY_GIB = 2.0
 # The most runs one GPU takes, by default and through --runs-per-gpu: beyond this the
 # processes only contend for the GPU's scheduler (and each holds a CUDA context).
@@ -52,6 +54,27 @@ def runs_per_gpu(cores_per_gpu: int, threads: int = 1, gpu_memory_gib: float | N
     by_cores = max(1, cores_per_gpu) // max(1, threads)
     by_memory = MAX_RUNS_PER_GPU if gpu_memory_gib is None else gpu_memory_gib // RUN_GPU_MEMORY_GIB
     return int(max(1, min(by_cores, by_memory, MAX_RUNS_PER_GPU)))
+
+
+def mps_running() -> bool:
+    """Whether NVIDIA's Multi-Process Service answers here: its control pipe in
+    $CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps), which nvidia-cuda-mps-control -d
+    creates and processes started afterwards connect through."""
+    folder = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
+    return os.path.exists(os.path.join(folder, "control"))
+
+
+def sharing_note(per_gpu: int | None) -> str:
+    """What the layout line adds about runs sharing a GPU: nothing for one run per GPU;
+    else whether MPS is on, and what it would change when it is not."""
+    if not per_gpu or per_gpu <= 1:
+        return ""
+    if mps_running():
+        return " (MPS on: their kernels run side by side)"
+    return (
+        " (no MPS: their kernels take turns on the GPU; with nvidia-cuda-mps-control -d "
+        "before fruit run they gave 2-3 times as much on an H200, docs/cluster.md)"
+    )
 
 
 def check_runs_per_gpu(value: int | None) -> None:
