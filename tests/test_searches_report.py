@@ -16,22 +16,35 @@ FULL = {"test": 0.9, "hierarchical": 0.1, "linear": 0.3, "log_ratio": -1.0}
 PARTIAL = {"test": None, "hierarchical": 0.4, "linear": 0.6, "log_ratio": -0.4}
 
 
-def _edit(run, **fields):
-    path = run / "metrics.json"
-    metrics = json.loads(path.read_text())
-    metrics.update(fields)
-    path.write_text(json.dumps(metrics))
+def _edit(run, record="metrics.json", **fields):
+    path = run / record
+    content = json.loads(path.read_text()) if path.exists() else {}
+    content.update(fields)
+    path.write_text(json.dumps(content))
 
 
 def test_the_selected_trial_is_marked_only_once_the_search_finished(tmp_path):
     for i, ce in enumerate((1.2, 0.9, 1.0)):
         run = write_run(tmp_path, "p", QF, "Tf+Nd", i, FULL, PARTIAL, phase="search")
         _edit(run, best_validation_cross_entropy=ce, learning_rate=1e-4 * (i + 1))
-    _edit(run, reused_from="other/question-formation/Tf+Nd/search-2")
+    # taken over finished (fruit.experiments.reuse writes both records), and unfinished
+    # then finished here (metrics.json written by this profile's run, without the field)
+    for record in ("config.json", "metrics.json"):
+        _edit(run, record, reused_from="other/question-formation/Tf+Nd/search-2")
+    _edit(
+        run.parent / "search-0",
+        "config.json",
+        reused_from="other/question-formation/Tf+Nd/search-0",
+    )
     text = markdown_search(load_runs(tmp_path, "p", phase=None), "profile p")
     assert "3 of 3 trials finished; selected trial 1 (learning rate 2.00e-04, B 1024)" in text
     assert "| **1** |" in text and "**0.9000**" in text and "| **0** |" not in text
-    assert "taken over from other/question-formation/Tf+Nd/search-2" in text
+    assert "complete; taken over from other/question-formation/Tf+Nd/search-2 |" in text
+    assert (
+        "taken over from other/question-formation/Tf+Nd/search-0 unfinished, finished here |"
+        in text
+    )
+    assert text.count("taken over") == 3  # the two trials and the caption
     # a fourth trial, unfinished: no selection yet
     (tmp_path / "p" / QF / "Tf+Nd" / "search-3").mkdir()
     (tmp_path / "p" / QF / "Tf+Nd" / "search-3" / "config.json").write_text("{}")

@@ -61,6 +61,9 @@ class RunResult:
     metrics: dict | None = field(default=None, repr=False)
     code: str = "unrecorded"  # the commit it was trained from ("abc1234", "abc1234+dirty")
     cpu: str = "unrecorded"  # the CPU it was trained on ("AMD EPYC (AVX2)"; no width: older)
+    # the same run under another profile that this one took over (fruit.experiments.reuse;
+    # config.json's record, which a run taken over unfinished and finished here keeps too)
+    reused_from: str | None = None
 
     @property
     def status(self) -> str:
@@ -78,10 +81,11 @@ class RunResult:
         return v if math.isfinite(v) else None
 
 
-def _provenance(run_dir: Path) -> tuple[str, str]:
+def _provenance(run_dir: Path) -> tuple[str, str, str | None]:
     """(the short commit and "+dirty", the CPU and its vector width) that config.json's
-    provenance records; "unrecorded" for what it does not say."""
+    provenance records, "unrecorded" for what it does not say; and its ``reused_from``."""
     config = read_record(run_dir / "config.json")
+    reused = config.get("reused_from") if isinstance(config, dict) else None
     prov = config.get("provenance") if isinstance(config, dict) else None
     prov = prov if isinstance(prov, dict) else {}
     git = prov.get("git")
@@ -91,7 +95,7 @@ def _provenance(run_dir: Path) -> tuple[str, str]:
     cpu = str(prov.get("cpu") or "unrecorded")
     if prov.get("cpu_capability"):
         cpu += f" ({prov['cpu_capability']})"
-    return code, cpu
+    return code, cpu, str(reused) if reused else None
 
 
 def read_record(path: Path) -> dict | None:
@@ -211,9 +215,11 @@ def load_runs(
             mismatches = misplaced(metrics, place)
             if mismatches:
                 wrong.append(f"{metrics_path} holds {', '.join(mismatches)}")
-        code, cpu = _provenance(run_dir)
+        code, cpu, reused_from = _provenance(run_dir)
         runs.append(
-            RunResult(run_dir, task, architecture, parsed[0], parsed[1], metrics, code, cpu)
+            RunResult(
+                run_dir, task, architecture, parsed[0], parsed[1], metrics, code, cpu, reused_from
+            )
         )
     if wrong:
         more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""

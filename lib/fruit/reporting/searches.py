@@ -89,8 +89,10 @@ def markdown_search(runs: list[RunResult], note: str, trials: int | None = None)
             m = t.metrics
             mark = "**" if t is best else ""
             note_text = m.get("status", "")
-            if m.get("reused_from"):
-                note_text += f"; taken over from {m['reused_from']}"
+            if t.reused_from:
+                note_text += f"; taken over from {t.reused_from}"
+                if not m.get("reused_from"):  # it was unfinished there, and went on here
+                    note_text += " unfinished, finished here"
             cells = [
                 f"{mark}{t.index}{mark}",
                 f"{m['learning_rate']:.2e}",
