@@ -195,9 +195,14 @@ def test_missing_cores_are_said_in_fruits_words():
     """dask-jobqueue's error shows a Python line (cluster = SLURMCluster(cores=...));
     fruit run's user gets the options to give."""
     import dask
+    import dask_jobqueue  # noqa: F401 - its defaults first (below)
 
     from fruit.experiments.cluster import jobqueue_cluster
 
+    # dask.config.set puts back what it changed on exit, and a key that was absent on
+    # entry it deletes whole: without dask-jobqueue's defaults loaded before it, the
+    # whole "jobqueue" section (loaded inside, on import) left with it, and a later test
+    # in the same process that builds a jobqueue cluster failed with KeyError 'jobqueue'
     with (
         dask.config.set({"jobqueue.slurm.cores": None, "jobqueue.slurm.memory": None}),
         pytest.raises(FruitError) as e,
