@@ -227,19 +227,20 @@ def test_progress_estimate_and_line():
     assert progress.estimate(tf_search) is None  # nothing measured yet
     progress.add_run(tf_search[0], 50.0)  # 5 epochs in 50 s: 10 s per epoch
     progress.done, progress.running, progress.failed = 3, 2, 1
-    # 9 search runs of Tf at 5 epochs x 10 s, over 2 slots
-    assert progress.estimate(tf_search[1:]) == 9 * 50 / 2
+    # 9 search runs of Tf at 5 epochs x 10 s on 2 slots: 5 after one another on one
+    assert progress.estimate(tf_search[1:]) == 5 * 50
     # an unmeasured architecture falls back to the mean rate, times its max epochs capped
     # at FINAL_EPOCHS (early stopping ends final runs long before 1000 epochs)
     from fruit.experiments.cost import FINAL_EPOCHS
 
-    assert progress.estimate(nd_final[:1]) == 10 * FINAL_EPOCHS / 2
+    # (one run left on two slots: its whole time, a run is not shared between slots)
+    assert progress.estimate(nd_final[:1]) == 10 * FINAL_EPOCHS
     # a run that stopped early counts the epochs it trained
     progress.add_run(nd_final[0], 300.0, epochs=3.0)
     assert progress.seconds_per_epoch["Tf+Nd"] == [100.0]
     progress.show(tf_search[1:], force=True)
     assert stream.getvalue() == (
-        "[paper] done 3 / running 2 / failed 1 / left 14 of 20 | elapsed 0:00:00 | remaining ~0:03:45\n"
+        "[paper] done 3 / running 2 / failed 1 / left 14 of 20 | elapsed 0:00:00 | remaining ~0:04:10\n"
     )
 
 
@@ -708,7 +709,8 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     assert progress.estimate(left) == 4 * 30 * 100.0 / 2
     # runs under way count what they have left: 10 epochs, and one past the mean
     trained = {left[0].name: 20.0, left[1].name: 45.0}
-    assert progress.estimate(left, trained) == (10 + 1 + 2 * 30) * 100.0 / 2
+    # on 2 slots: 10 epochs, then 30 on one; 1, then 30 on the other
+    assert progress.estimate(left, trained) == (10 + 30) * 100.0
     # a damaged record leaves the estimate to the cost model, until this call finishes runs
     from fruit.experiments.cost import FINAL_EPOCHS, epoch_seconds
 

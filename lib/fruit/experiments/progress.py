@@ -18,6 +18,7 @@ counts change, and at least every ``LOG_LINE_SECONDS`` otherwise.
 
 from __future__ import annotations
 
+import heapq
 import statistics
 import time
 from collections import defaultdict
@@ -156,12 +157,18 @@ class Progress:
         self, left: list[RunSpec], trained: dict[str, float] | None = None
     ) -> float | None:
         """Seconds until the runs ``left`` are done: their ``run_seconds`` (less the
-        epochs each has ``trained``, by run name), spread over the run slots."""
+        epochs each has ``trained``, by run name), laid out in that order on the run
+        slots as the dispatcher hands them out, each to the first slot that is free; the
+        last slot's end. A run is not shared between slots, so one long run left on two
+        slots takes its whole time, not half of it."""
         trained = trained or {}
         seconds = [self.run_seconds(s, trained.get(s.name, 0.0)) for s in left]
         if None in seconds:
             return None
-        return sum(seconds) / self.slots
+        free = [0.0] * self.slots  # when each slot is free again (a min-heap)
+        for run in seconds:
+            heapq.heapreplace(free, free[0] + run)
+        return max(free)
 
     def show(
         self, left: list[RunSpec], force: bool = False, trained: dict[str, float] | None = None
