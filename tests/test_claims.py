@@ -225,7 +225,7 @@ def _paper_p_with_cells(monkeypatch, text, cells):
             return side.number, 0.0
         return cells[side.task, side.architecture, side.accuracy, side.column]
 
-    monkeypatch.setattr(claims, "_paper_cell", fake)
+    monkeypatch.setattr(claims, "paper_cell", fake)
     return claims.paper_p(parse_check(text))
 
 

@@ -197,11 +197,14 @@ def write_claims(
     profile: str,
     out_dir: str | Path,
     pairs: set[tuple[str, str]] | None = None,
+    results_dir: str | Path | None = None,
 ) -> list[Path]:
     """``claims.md`` / ``.csv`` / ``.tex``: the claims of ``reporting/data/claims.toml``
     checked on the profile's final runs (``fruit.reporting.claims``), each with the
     comparisons of ``pairs`` (the profile's pairs; None: the pairs with runs); nothing
-    for a profile that trains none of the pairs a comparison needs."""
+    for a profile that trains none of the pairs a comparison needs. With ``results_dir``
+    (the folder of every profile's run folders), claims.md gets the run-level evidence
+    too: each compared pair's runs pooled across profiles (``fruit.reporting.pooling``)."""
     from fruit.reporting.claims import evaluate_claims
     from fruit.reporting.claims_report import (
         claims_records,
@@ -209,6 +212,7 @@ def write_claims(
         markdown_claims,
         other_cells,
     )
+    from fruit.reporting.pooling import build_pools, run_level
 
     if pairs is None:
         pairs = {(r.task, r.architecture) for r in runs}
@@ -217,8 +221,16 @@ def write_claims(
         return []
     note = _note(tables, profile)
     out_dir = Path(out_dir)
+    pools = levels = None
+    if results_dir is not None:
+        compared = sorted(set().union(*(c.check.cells() for r in results for c in r.checks)))
+        pools = build_pools(results_dir, profile, set(compared))
+        pools = {pair: pools[pair] for pair in compared}
+        levels = {c.check.text: run_level(c.check, pools) for r in results for c in r.checks}
     files = {
-        "claims.md": markdown_claims(results, note, others=other_cells(results, tables)),
+        "claims.md": markdown_claims(
+            results, note, others=other_cells(results, tables), pools=pools, levels=levels
+        ),
         "claims.csv": csv_records(claims_records(results)),
         "claims.tex": latex_claims(results, note),
     }
@@ -329,6 +341,7 @@ def report(
             profile,
             Path(tables_dir) / profile,
             set(settings.pairs) if settings is not None else None,
+            results_dir,
         ),
     }
     searched = load_runs(results_dir, profile, phase="search")

@@ -257,7 +257,7 @@ def _values(runs: list[RunResult], side: Side) -> list[tuple[int, float]]:
     ]
 
 
-def _paper_cell(side: Side) -> tuple[float, float]:
+def paper_cell(side: Side) -> tuple[float, float]:
     """The paper's (mean, population std) of a side; a number is exact (std 0)."""
     if side.number is not None:
         return side.number, 0.0
@@ -275,7 +275,7 @@ def paper_p(check: Check, n: int = PAPER_RUNS) -> float | None:
     if check.negated:
         return None
     sides = (check.left, check.right)
-    (mean_l, std_l), (mean_r, std_r) = (_paper_cell(s) for s in sides)
+    (mean_l, std_l), (mean_r, std_r) = (paper_cell(s) for s in sides)
     slack = sum(PAPER_MEAN_HALF_UNIT for s in sides if s.number is None)
     difference = check.sign * (mean_l - mean_r) - slack  # the claimed direction, at its smallest
 
@@ -301,7 +301,7 @@ def paper_p(check: Check, n: int = PAPER_RUNS) -> float | None:
 def compatibility(side: Side, runs: list[RunResult]) -> Compatibility:
     """Our complete final runs of ``side``'s cell against the paper's (two-sided Welch)."""
     values = [v for _, v in _values(runs, side)]
-    paper = _paper_cell(side)
+    paper = paper_cell(side)
     if not values:
         return Compatibility(side, None, paper, None)
     mean = math.fsum(values) / len(values)
@@ -315,8 +315,20 @@ def _holds(left: float, op: str, right: float) -> bool:
     return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right}[op]
 
 
-def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) -> CheckResult:
-    paper = (_paper_cell(check.left)[0], _paper_cell(check.right)[0])
+@dataclass(frozen=True)
+class Decision:
+    """The test of one comparison over a set of runs: what ``evaluate_check`` reports of
+    ours, and what the verdict-stability resample (``fruit.reporting.pooling``) counts."""
+
+    ours: tuple[float, float] | None  # our means (None: too few runs)
+    runs: tuple[int, int]  # complete runs behind each side (the number side: 0)
+    p_claimed: float | None
+    p_opposite: float | None
+    verdict: str
+
+
+def decide(check: Check, runs: list[RunResult], alpha: float = ALPHA) -> Decision:
+    """The report's test of ``check`` on the complete final runs among ``runs``."""
     left = _values(runs, check.left)
     sign = check.sign  # test "left - right > 0" times sign
     if check.right.number is not None:
@@ -345,21 +357,34 @@ def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) ->
     verdict = "undecided"
     if enough:
         p_claimed, p_opposite = tests[0](), tests[1]()
-        if check.negated:  # "<=": only left significantly above right goes against it
-            verdict = "contradicted" if p_opposite <= alpha else "consistent"
-        elif p_claimed <= alpha:
-            verdict = "reproduced"
-        elif p_opposite <= alpha:
-            verdict = "contradicted"
+        verdict = verdict_of(check, p_claimed, p_opposite, alpha)
+    return Decision(means, (len(left), len(right)), p_claimed, p_opposite, verdict)
+
+
+def verdict_of(check: Check, p_claimed: float, p_opposite: float, alpha: float = ALPHA) -> str:
+    """Reproduced when the claimed direction is significant, contradicted when the opposite
+    is; a statement of no difference ("<=") is only ever contradicted or consistent."""
+    if check.negated:  # "<=": only left significantly above right goes against it
+        return "contradicted" if p_opposite <= alpha else "consistent"
+    if p_claimed <= alpha:
+        return "reproduced"
+    if p_opposite <= alpha:
+        return "contradicted"
+    return "undecided"
+
+
+def evaluate_check(check: Check, runs: list[RunResult], alpha: float = ALPHA) -> CheckResult:
+    paper = (paper_cell(check.left)[0], paper_cell(check.right)[0])
+    d = decide(check, runs, alpha)
     return CheckResult(
         check,
         paper,
         _holds(paper[0], check.op, paper[1]),
-        means,
-        (len(left), len(right)),
-        p_claimed,
-        p_opposite,
-        verdict,
+        d.ours,
+        d.runs,
+        d.p_claimed,
+        d.p_opposite,
+        d.verdict,
         paper_p(check),
         tuple(compatibility(side, runs) for side in check.cell_sides()),
     )

@@ -73,12 +73,16 @@ def distinct_cells(results: list[ClaimResult]) -> list[Compatibility]:
 
 
 def status_lines(
-    results: list[ClaimResult], alpha: float = ALPHA, others: tuple[Compatibility, ...] = ()
+    results: list[ClaimResult],
+    alpha: float = ALPHA,
+    others: tuple[Compatibility, ...] = (),
+    pooled: dict[str, str] | None = None,
 ) -> list[str]:
     """Markdown bullets, the central claim first: each claim's verdict and the cells of
     its comparisons where our runs differ from the paper's, in words; then ``others``
     (cells of the same pairs that no comparison uses, which differ too), and the count of
-    differing cells against what chance alone gives."""
+    differing cells against what chance alone gives. ``pooled``: claim id -> what the
+    pooled runs say of it (``pooling_report.claim_sentence``), added to its bullet."""
     lines = []
     for r in results:
         head = f"- **{r.claim.id}**{' (the central claim)' if r.claim.central else ''}: "
@@ -99,6 +103,8 @@ def status_lines(
             )
         else:
             lines.append(f"{head}; some of its cells have too few runs to compare.")
+        if pooled and pooled.get(r.claim.id):
+            lines[-1] += f" Run-level: {pooled[r.claim.id]}."
     differing_others = [c for c in others if c.differs]
     if differing_others:
         cells = "; ".join(cell_sentence(c) for c in differing_others)
@@ -248,14 +254,23 @@ def markdown_claims(
     note: str,
     alpha: float = ALPHA,
     others: tuple[Compatibility, ...] = (),
+    pools: dict | None = None,
+    levels: dict | None = None,
 ) -> str:
     """The status line, how to read it, then the claims table: claim, the paper's
     evidence, ours, the tests, the verdict and each cell's compatibility. ``others``:
-    the other cells of the compared pairs (``other_cells``)."""
+    the other cells of the compared pairs (``other_cells``). With ``pools`` and
+    ``levels`` (``fruit.reporting.pooling``: each pair's pooled runs, each comparison
+    over them), the verdict's stability column and the run-level section too."""
+    from fruit.reporting import pooling_report
+
+    pooled = (
+        {r.claim.id: pooling_report.claim_sentence(r, levels) for r in results} if levels else None
+    )
     lines = [
         f"**The paper's claims, checked ({note}).** {counts_sentence(results)}",
         "",
-        *status_lines(results, alpha, others),
+        *status_lines(results, alpha, others, pooled),
         "",
         "How to read it. *Verdict*: each comparison is tested over our final runs with a "
         f"one-sided exact permutation test at level {alpha:g} (sign flips against a number "
@@ -277,8 +292,9 @@ def markdown_claims(
         "runs do not decide the comparison either.",
         "",
         "| Claim | Verdict | Comparison | Paper | Paper p | Ours | Runs | p claimed "
-        "| p opposite | | Compatible with the paper's runs (p) |",
-        "|:---|:---|:---|---:|---:|---:|---:|---:|---:|:---|:---|",
+        "| p opposite | | Compatible with the paper's runs (p) |"
+        + (" Stability: this test on 5 runs drawn from the pool |" if levels else ""),
+        "|:---|:---|:---|---:|---:|---:|---:|---:|---:|:---|:---|" + (":---|" if levels else ""),
     ]
     seen: set[str] = set()
     for r in results:
@@ -302,10 +318,17 @@ def markdown_claims(
                         _p(c.p_opposite),
                         c.verdict,
                         _compatibility(c),
+                        *(
+                            [pooling_report.stability_cell(levels[c.check.text].stability)]
+                            if levels
+                            else []
+                        ),
                     ]
                 )
                 + " |"
             )
+    if levels:
+        lines += ["", *pooling_report.markdown_run_level(pools, levels)]
     return "\n".join(lines) + "\n"
 
 

@@ -113,3 +113,142 @@ def compatibility_p(
         t = difference / math.sqrt(v_ours + v_theirs)
         best = max(best, min(1.0, 2 * student_t_sf(t, df)))
     return best
+
+
+# ------------------------------------------------------------------ run-level evidence
+# Over all of a pair's independent runs (fruit.reporting.pooling) there are too many
+# splits or sign assignments to enumerate, so the comparisons use rank tests whose exact
+# distribution is counted by dynamic programming; ties get mid-ranks (scores are twice the
+# mid-rank, integers), so the distribution is the exact permutation distribution of the
+# rank statistic given the ties.
+
+
+def _scores(values: list[float]) -> list[int]:
+    """Twice the mid-rank of each value among ``values`` (ties share their mean rank)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    scores = [0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):  # ranks i+1 .. j+1: mid-rank (i + j + 2) / 2
+            scores[order[k]] = i + j + 2
+        i = j + 1
+    return scores
+
+
+def _rounded(values: list[float]) -> list[float]:
+    return [round(float(v), 12) for v in values]  # equal up to float noise: a tie
+
+
+def rank_sum_p(a: list[float], b: list[float]) -> float:
+    """One-sided exact p-value of the Wilcoxon-Mann-Whitney rank-sum test that the values of
+    ``a`` tend to be larger than those of ``b``: the share of the C(n, len(a)) splits of
+    the pooled values whose rank sum for the first group is at least ``a``'s."""
+    pooled = _rounded(a + b)
+    scores = _scores(pooled)
+    k, total_score = len(a), sum(scores)
+    observed = sum(scores[: len(a)])
+    # ways[j][s]: subsets of j values with score sum s
+    ways = [[0] * (total_score + 1) for _ in range(k + 1)]
+    ways[0][0] = 1
+    for w in scores:
+        for j in range(k, 0, -1):
+            row, prev = ways[j], ways[j - 1]
+            for s in range(total_score, w - 1, -1):
+                if prev[s - w]:
+                    row[s] += prev[s - w]
+    count = sum(ways[k][observed:])
+    return count / math.comb(len(pooled), k)
+
+
+def signed_rank_p(differences: list[float]) -> float:
+    """One-sided exact p-value of Wilcoxon's signed-rank test that ``differences`` tend to
+    be positive: zero differences are dropped, the others ranked by size (mid-ranks), and
+    the sum of the positive ones' scores compared with all 2^m sign assignments. 1.0 when
+    every difference is zero."""
+    nonzero = [d for d in _rounded(differences) if d != 0.0]
+    if not nonzero:
+        return 1.0
+    scores = _scores([abs(d) for d in nonzero])
+    observed = sum(s for s, d in zip(scores, nonzero) if d > 0)
+    ways = [0] * (sum(scores) + 1)
+    ways[0] = 1
+    for w in scores:
+        for s in range(len(ways) - 1, w - 1, -1):
+            ways[s] += ways[s - w]
+    return sum(ways[observed:]) / 2 ** len(nonzero)
+
+
+def _binomial_cdf(x: int, n: int, p: float) -> float:
+    """P(X <= x) for X ~ Binomial(n, p)."""
+    return math.fsum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(x + 1))
+
+
+def clopper_pearson(x: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) confidence interval of a binomial share ``x / n``: the
+    shares p for which neither one-sided binomial test rejects at (1 - level) / 2, found
+    by bisection (60 halvings: far below the printed digits)."""
+    tail = (1 - level) / 2
+
+    def solve(f) -> float:  # f increasing on [0, 1], root of f(p) = 0
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+        return (lo + hi) / 2
+
+    lower = 0.0 if x == 0 else solve(lambda p: (1 - _binomial_cdf(x - 1, n, p)) - tail)
+    upper = 1.0 if x == n else solve(lambda p: tail - _binomial_cdf(x, n, p))
+    return lower, upper
+
+
+def fisher_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """One-sided p-value of Fisher's exact test that group 1's share (``x1`` of ``n1``)
+    exceeds group 2's (``x2`` of ``n2``): P(X >= x1) for the hypergeometric count of
+    successes in group 1, the margins fixed."""
+    successes, total = x1 + x2, n1 + n2
+    low, high = max(0, successes - n2), min(successes, n1)
+    denominator = math.comb(total, n1)
+    count = sum(
+        math.comb(successes, i) * math.comb(total - successes, n1 - i)
+        for i in range(max(x1, low), high + 1)
+    )
+    return count / denominator
+
+
+def paper_runs_above(
+    mean: float, std: float, threshold: float, n: int = PAPER_RUNS
+) -> tuple[int, int]:
+    """(fewest, most) of the paper's ``n`` runs that can lie above ``threshold`` given only
+    its printed mean and (population) std, each read anywhere in its rounding interval
+    and the runs' values in [0, 1]: a bound, derived in docs/campaign.md ("What the
+    paper's mean and std imply").
+
+    With k runs above the threshold and n - k at or below it, the mean fixed, the spread
+    is smallest when each group is at one value: b (the runs at or below) and
+    a = (n·mean - (n - k)·b) / k, so that sum (x - mean)^2 = n (n - k) (b - mean)^2 / k,
+    with b in [0, threshold] and a in [threshold, 1]. k is possible when that smallest
+    spread is at most n·std^2 for some reading of the print (the largest std; the mean on
+    a grid of its interval, ends included)."""
+    s_max = std + PAPER_STD_HALF_UNIT
+    means = [
+        mean - PAPER_MEAN_HALF_UNIT + 2 * PAPER_MEAN_HALF_UNIT * g / (WELCH_GRID - 1)
+        for g in range(WELCH_GRID)
+    ]
+
+    def possible(k: int, m: float) -> bool:
+        if k == 0:
+            return m <= threshold
+        if k == n:
+            return threshold <= m <= 1
+        low = max(0.0, (n * m - k) / (n - k))  # a <= 1
+        high = min(threshold, (n * m - k * threshold) / (n - k))  # a >= threshold
+        if low > high:
+            return False
+        b = min(max(m, low), high)  # the b nearest the mean
+        return n * (n - k) * (b - m) ** 2 / k <= n * s_max**2 + 1e-12
+
+    ks = [k for k in range(n + 1) if any(possible(k, m) for m in means)]
+    return min(ks), max(ks)

@@ -1,0 +1,239 @@
+"""The run-level evidence (fruit.reporting.pooling) on planted runs: the pool (shared
+starts, continuations, variants, unconverged and unfinished runs), the modes and the
+shares, their intervals, Fisher's tests, the paper's implied range and the verdict
+stability, against values worked out by hand or by brute force."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import mpmath
+import pytest
+
+from fruit.reporting import pooling
+from fruit.reporting.claims import parse_check
+from fruit.reporting.pooling import build_pools, modes, run_label, run_level
+from fruit.reporting.stats import (
+    clopper_pearson,
+    fisher_p,
+    paper_runs_above,
+    rank_sum_p,
+    signed_rank_p,
+)
+
+QF = "question-formation"
+BASE = {
+    "model_options": {},
+    "target_params": 200000,
+    "d": 68,
+    "data_source": "published",
+    "data_seed": 1,
+    "train_size": 100000,
+    "dev_size": 1000,
+    "test_size": 10000,
+    "gen_size": 10000,
+    "partial_on_test": True,
+    "checkpoint_every": 80000,
+    "clip_norm": 10.0,
+    "lr_factor": 0.5,
+    "lr_patience": 1,
+    "early_stop_patience": 3,
+    "max_epochs": 1000,
+}
+
+
+def plant(
+    root,
+    profile,
+    arch,
+    phase,
+    index,
+    hier,
+    seed,
+    *,
+    epochs=10.0,
+    log=None,
+    finished=True,
+    **changes,
+):
+    folder = root / profile / QF / arch / f"{phase}-{index}"
+    folder.mkdir(parents=True)
+    config = {**BASE, "seed": seed, "parameter_seed": seed + 1, "shuffle_seed": seed + 2, **changes}
+    (folder / "config.json").write_text(json.dumps(config))
+    lines = log or [f"{k},{seed}.{k}" for k in range(3)]
+    (folder / "log.csv").write_text("examples_seen,epoch\n" + "\n".join(lines) + "\n")
+    if finished:
+        metrics = {
+            "profile": profile,
+            "task": QF,
+            "architecture": arch,
+            "phase": phase,
+            "index": index,
+            "status": "complete",
+            "epochs": epochs,
+            "full": {"test": 0.99, "hierarchical": hier, "linear": 0.1, "log_ratio": 0.0},
+            "partial": {"hierarchical": 0.5, "linear": 0.5, "log_ratio": 0.0},
+        }
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """Profile p: Tf+Nd finals at 0, 0, .3, .4, .5 and converged trials at .6, .7 (a third
+    trial cut at its max_epochs); Tf finals at .01-.05. Profile q: a run sharing p's
+    final-0 start, a variant, an unfinished run and a copy of p's search-0 log."""
+    root = tmp_path / "runs"
+    for i, v in enumerate([0.0, 0.0, 0.3, 0.4, 0.5]):
+        plant(root, "p", "Tf+Nd", "final", i, v, 100 + 10 * i)
+    plant(root, "p", "Tf+Nd", "search", 0, 0.6, 200, log=["a", "b"])
+    plant(root, "p", "Tf+Nd", "search", 1, 0.7, 210)
+    plant(root, "p", "Tf+Nd", "search", 2, 0.9, 220, epochs=3.0, max_epochs=3)
+    for i, v in enumerate([0.01, 0.02, 0.03, 0.04, 0.05]):
+        plant(root, "p", "Tf", "final", i, v, 300 + 10 * i)
+    plant(root, "q", "Tf+Nd", "final", 0, 0.9, 100)  # p/final-0's seeds
+    plant(root, "q", "Tf+Nd", "final", 1, 0.9, 400, early_stop_patience=10)
+    plant(root, "q", "Tf+Nd", "final", 2, 0.9, 410, finished=False)
+    plant(root, "q", "Tf+Nd", "search", 0, 0.9, 420, log=["a", "b", "c"])  # continues p/search-0
+    return root
+
+
+def test_the_pool_keeps_independent_converged_runs_of_the_protocol(planted):
+    pools = build_pools(planted, "p", {(QF, "Tf+Nd"), (QF, "Tf")})
+    nd = pools[(QF, "Tf+Nd")]
+    assert [run_label(r) for r in nd.runs] == [
+        *(f"p/final-{i}" for i in range(5)),
+        "p/search-0",
+        "p/search-1",
+    ]
+    why = dict(nd.left_out)
+    assert set(why) == {"p/search-2", "q/final-0", "q/final-1", "q/final-2", "q/search-0"}
+    assert why["p/search-2"].startswith("not trained to early stopping")
+    assert why["q/final-0"] == "shares its start (seeds) with p/final-0"
+    assert why["q/final-1"] == "variant: early_stop_patience 10 (pool: 3)"
+    assert why["q/final-2"] == "unfinished"
+    assert "p/search-0" in why["q/search-0"] and "continuation" in why["q/search-0"]
+    assert len(pools[(QF, "Tf")].runs) == 5
+
+
+def test_the_reported_profile_wins_a_shared_start(planted):
+    nd = build_pools(planted, "q", {(QF, "Tf+Nd")})[(QF, "Tf+Nd")]
+    labels = [run_label(r) for r in nd.runs]
+    # q's own protocol: its final-0 is kept and p/final-0, with the same start, left out;
+    # q/final-1 (patience 10) differs from q/final-0 (the reference) and is a variant
+    assert labels[0] == "q/final-0" and "p/final-0" not in labels
+    assert dict(nd.left_out)["p/final-0"] == "shares its start (seeds) with q/final-0"
+
+
+def test_modes_split_at_the_natural_break_and_need_two_runs_a_side():
+    found = modes([0.0, 0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.3, 0.4, 0.5, 0.6, 0.7])
+    assert (found.below, found.above) == (0.05, 0.3)
+    assert found.threshold == pytest.approx(0.175)
+    assert modes([0.168, 0.30, 0.31, 0.32, 0.33]) is None  # one outlier is not a mode
+    assert modes([0.0, 0.01, 0.05, 0.09]) is None  # no gap of 0.1
+
+
+def test_run_level_shares_tests_and_stability_by_hand(planted, monkeypatch):
+    pools = build_pools(planted, "p", {(QF, "Tf+Nd"), (QF, "Tf")})
+    check = parse_check(f"{QF}/Tf+Nd full.hierarchical > {QF}/Tf full.hierarchical")
+    level = run_level(check, pools)
+    assert level.runs == (7, 5) and level.test == "cells"
+    nd_values = [0.0, 0.0, 0.3, 0.4, 0.5, 0.6, 0.7]
+    tf_values = [0.01, 0.02, 0.03, 0.04, 0.05]
+    assert level.means == pytest.approx((sum(nd_values) / 7, 0.03))
+    assert level.p_claimed == pytest.approx(_brute_rank_sum(nd_values, tf_values))
+    assert level.modes.threshold == pytest.approx(0.175)
+    nd, tf = level.shares
+    assert (nd.above, nd.runs, tf.above, tf.runs) == (5, 7, 0, 5)
+    # Fisher, 5 of 7 against 0 of 5: P(X >= 5) = C(5,5) C(7,2) / C(12,7) = 21/792
+    assert level.p_shares[0] == pytest.approx(21 / 792)
+    # the paper's Tf+Nd (0.318 ± .19): at least 2 of 5 above 0.175 (docs/campaign.md)
+    assert nd.paper == (2, 5) and nd.p_paper is None  # 5/7 lies inside 2/5..5/5
+    assert tf.paper == (0, 0) and tf.p_paper is None
+    assert tf.interval == pytest.approx((0.0, 1 - 0.025 ** (1 / 5)))
+    # stability, every draw of 5 of the 7 Tf+Nd runs against the 5 Tf runs (21 draws):
+    # without a zero (1 draw) the permutation p is 1/252; with one zero (10 draws) 6/252:
+    # reproduced; with both zeros (10 draws) 21/252 = 0.083: undecided
+    assert level.stability.exhaustive and level.stability.draws == 21
+    assert level.stability.counts == {"reproduced": 11, "undecided": 10}
+
+
+def test_a_share_below_the_papers_range_is_tested_against_its_nearer_end(monkeypatch):
+    monkeypatch.setattr(pooling, "paper_cell", lambda side: (0.318, 0.19))
+    side = parse_check(f"{QF}/Tf+Nd full.hierarchical > 0.5").left
+    share = pooling._share(side, [0.9] + [0.0] * 11, 0.175)
+    assert share.paper == (2, 5) and (share.above, share.runs) == (1, 12)
+    # the paper's 2 of 5 against our 1 of 12: [C(3,2) C(14,3) + C(3,3) C(14,2)] / C(17,5)
+    assert share.p_paper == pytest.approx(1183 / 6188)
+
+
+def test_paper_runs_above_matches_the_derivation():
+    # 0.318 ± .19 over 5 runs: 3 runs above 0.06 would need a spread of at least
+    # 5·2·(0.3175-0.06)²/3 = 0.221 > 5·0.195² = 0.190; 4 runs need 0.083
+    assert paper_runs_above(0.318, 0.19, 0.06) == (4, 5)
+    assert paper_runs_above(0.005, 0.01, 0.14) == (0, 0)  # mean·5 < 0.14
+    assert paper_runs_above(1.0, 0.0, 0.99) == (5, 5)
+
+
+@pytest.mark.parametrize("x,n", [(0, 15), (5, 15), (3, 7), (7, 7), (1, 5)])
+def test_clopper_pearson_against_the_beta_quantiles(x, n):
+    lower, upper = clopper_pearson(x, n)
+    # the interval's ends are the 2.5% / 97.5% quantiles of Beta(x, n-x+1), Beta(x+1, n-x)
+    if x == 0:
+        assert lower == 0.0
+    else:
+        assert float(mpmath.betainc(x, n - x + 1, 0, lower, regularized=True)) == pytest.approx(
+            0.025
+        )
+    if x == n:
+        assert upper == 1.0
+    else:
+        assert float(mpmath.betainc(x + 1, n - x, 0, upper, regularized=True)) == pytest.approx(
+            0.975
+        )
+
+
+def test_fisher_by_hand():
+    assert fisher_p(5, 15, 0, 15) == pytest.approx(math.comb(25, 10) / math.comb(30, 15))
+    assert fisher_p(4, 5, 5, 20) == pytest.approx(
+        sum(math.comb(9, i) * math.comb(16, 5 - i) for i in (4, 5)) / math.comb(25, 5)
+    )
+
+
+def _brute_rank_sum(a, b):
+    pooled = a + b
+    ranks = [sum(v < x for v in pooled) + (sum(v == x for v in pooled) + 1) / 2 for x in pooled]
+    observed = sum(ranks[: len(a)])
+    splits = list(itertools.combinations(range(len(pooled)), len(a)))
+    return sum(sum(ranks[i] for i in s) >= observed - 1e-9 for s in splits) / len(splits)
+
+
+def _brute_signed_rank(d):
+    d = [x for x in d if x != 0]
+    mags = [abs(x) for x in d]
+    ranks = [sum(v < m for v in mags) + (sum(v == m for v in mags) + 1) / 2 for m in mags]
+    observed = sum(r for r, x in zip(ranks, d) if x > 0)
+    flips = list(itertools.product((0, 1), repeat=len(d)))
+    return sum(sum(r for r, f in zip(ranks, s) if f) >= observed - 1e-9 for s in flips) / len(flips)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ([0.0, 0.0, 0.3, 0.4, 0.5, 0.6, 0.7], [0.01, 0.02, 0.03, 0.04, 0.05]),
+        ([0.0, 0.0, 0.0, 0.2], [0.0, 0.1, 0.1, 0.0, 0.3]),
+        ([1.0, 2.0], [1.0, 2.0, 3.0]),
+    ],
+)
+def test_rank_sum_is_the_brute_force_permutation_distribution(a, b):
+    assert rank_sum_p(a, b) == pytest.approx(_brute_rank_sum(a, b))
+    assert rank_sum_p(b, a) == pytest.approx(_brute_rank_sum(b, a))
+
+
+@pytest.mark.parametrize(
+    "d", [[0.3, -0.1, 0.2, 0.0, 0.2, -0.4], [0.1] * 5, [0.0, 0.0], [-1.0, 2.0, 3.0]]
+)
+def test_signed_rank_is_the_brute_force_sign_flip_distribution(d):
+    expected = _brute_signed_rank(d) if any(d) else 1.0
+    assert signed_rank_p(d) == pytest.approx(expected)
