@@ -186,6 +186,8 @@ def test_reduced_scale_profiles_say_so(tmp_path):
     assert "reduced-scale" not in reporting.figure_title("paper")
     assert "reduced-scale profile: paper" in reporting.figure_title("paper", reduced=True)
     assert "reduced-scale" not in reporting.figure_title("quick", reduced=False)
+    # a profile that follows the paper's protocol on its pairs is named, not "reduced"
+    assert "Ours; profile: paper-search (" in reporting.figure_title("paper-search", reduced=False)
     assert reporting.scale_note(reporting.PAPER, reduced=True) == ""
 
 

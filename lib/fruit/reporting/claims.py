@@ -42,8 +42,9 @@ Welch's test, whose degrees of freedom depend on the stds, the largest p over a 
 the two intervals) and the (population) standard deviations are turned into sample ones,
 so ``paper_p`` is an upper bound on the t-test's p-value for the paper's runs; a t-test
 assumes roughly normal run-to-run spread, which 5 bounded accuracies can only
-approximate. A claim whose ``paper_p`` exceeds ``ALPHA`` is one that the paper's 5 runs
-would leave undecided too.
+approximate. ``paper_p`` at or below ``ALPHA`` shows that the paper's 5 runs
+decide the claim; above it, the printed summaries cannot show that they do (as an upper
+bound, it does not show that they do not).
 
 Rendering (Markdown, LaTeX, CSV, the status line) is ``fruit.reporting.claims_report``.
 """

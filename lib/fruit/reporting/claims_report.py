@@ -288,8 +288,10 @@ def markdown_claims(
         "the paper's printed means and standard deviations with a one-sided t-test (Welch's "
         "between two cells; between two columns of the same runs with the largest spread of "
         "the differences that the columns allow), every number taken at the least "
-        "favourable end of its rounding: an upper bound; above the level, the paper's own "
-        "runs do not decide the comparison either.",
+        "favourable end of its rounding: an upper bound on the p-value a t-test on the "
+        "paper's runs gives. At or below the level the paper's own runs decide the "
+        "comparison; above it the printed numbers cannot show that they do (the runs "
+        "themselves might).",
         "",
         "| Claim | Verdict | Comparison | Paper | Paper p | Ours | Runs | p claimed "
         "| p opposite | | Compatible with the paper's runs (p) |"

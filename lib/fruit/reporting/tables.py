@@ -76,16 +76,19 @@ class PriorRow:
 
 
 def scale_note(source: str, reduced: bool | None = None, description: str | None = None) -> str:
-    """ "reduced-scale profile: <source> (<description>)" for results of a reduced-scale
-    profile, else "". The description is the profile's own (what it reduces, which data).
+    """The note on every table and figure of our runs: "reduced-scale profile: <source>
+    (<description>)" for a reduced-scale profile, "profile: <source> (<description>)" for
+    another profile that follows the paper's protocol on its pairs (``reduced = false``,
+    e.g. paper-search), "" for the paper's numbers and the full ``paper`` profile. The
+    description is the profile's own (what it reduces, which data).
 
-    ``reduced`` None means every profile but "paper" is reduced; the paper's own numbers
-    (``source`` PAPER) carry no note.
+    ``reduced`` None means every profile but "paper" is reduced.
     """
     reduced = source != "paper" if reduced is None else reduced
-    if source == PAPER or not reduced:
+    if source == PAPER or (not reduced and source == "paper"):
         return ""
-    return f"reduced-scale profile: {source}" + (f" ({description})" if description else "")
+    kind = "reduced-scale profile" if reduced else "profile"
+    return f"{kind}: {source}" + (f" ({description})" if description else "")
 
 
 @dataclass
