@@ -1,5 +1,5 @@
 """The claims checked (``fruit.reporting.claims``) as text: ``claims.md``, ``claims.tex``
-and ``claims.csv``, and the status line that opens them (and the README's results).
+and ``claims.csv``, and the status line that opens them (and docs/results.md).
 
 The status line names, claim by claim and the central claim first, the verdict and the
 cells where our runs differ from the paper's, in words; the table then gives every
