@@ -83,7 +83,8 @@ def plant(
 def planted(tmp_path):
     """Profile p: Tf+Nd finals at 0, 0, .3, .4, .5 and converged trials at .6, .7 (a third
     trial cut at its max_epochs); Tf finals at .01-.05. Profile q: a run sharing p's
-    final-0 start, a variant, an unfinished run and a copy of p's search-0 log."""
+    final-0 start, a variant, an unfinished run, a copy of p's search-0 log and a run on
+    other data (not listed at all)."""
     root = tmp_path / "runs"
     for i, v in enumerate([0.0, 0.0, 0.3, 0.4, 0.5]):
         plant(root, "p", "Tf+Nd", "final", i, v, 100 + 10 * i)
@@ -96,6 +97,7 @@ def planted(tmp_path):
     plant(root, "q", "Tf+Nd", "final", 1, 0.9, 400, early_stop_patience=10)
     plant(root, "q", "Tf+Nd", "final", 2, 0.9, 410, finished=False)
     plant(root, "q", "Tf+Nd", "search", 0, 0.9, 420, log=["a", "b", "c"])  # continues p/search-0
+    plant(root, "q", "Tf+Nd", "final", 3, 0.9, 430, data_seed=2)  # other data: not a candidate
     return root
 
 
@@ -108,7 +110,13 @@ def test_the_pool_keeps_independent_converged_runs_of_the_protocol(planted):
         "p/search-1",
     ]
     why = dict(nd.left_out)
-    assert set(why) == {"p/search-2", "q/final-0", "q/final-1", "q/final-2", "q/search-0"}
+    assert set(why) == {
+        "p/search-2",
+        "q/final-0",
+        "q/final-1",
+        "q/final-2",
+        "q/search-0",
+    }  # not q/final-3
     assert why["p/search-2"].startswith("not trained to early stopping")
     assert why["q/final-0"] == "shares its start (seeds) with p/final-0"
     assert why["q/final-1"] == "variant: early_stop_patience 10 (pool: 3)"

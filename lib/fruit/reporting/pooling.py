@@ -14,9 +14,12 @@ under the results folder (config.json, log.csv and metrics.json; no hand-made li
 * runs of either phase (search trials and final runs) that finished (``complete``) and
   were trained to early stopping: fewer epochs than their ``max_epochs`` (a search trial
   cut at 3 epochs is not a converged run);
-* with the same model, task and data protocol as the reported profile's runs of the pair
-  (``PROTOCOL``: model options and size, data source, seed and sizes, checkpointing and
-  the early-stopping schedule); a run that differs is a *variant* and is left out;
+* on the same data as the reported profile's runs of the pair (``DATA``: source, seed and
+  split sizes; runs on other data are not candidates and are not listed, so a profile of
+  its own data, such as ``quick``, reports from its own runs whatever else lies beside
+  them), and with the same model and training protocol (``PROTOCOL``: model options and
+  size, checkpointing and the early-stopping schedule); a run that differs there is a
+  *variant* and is left out;
 * runs that share a start (``START``: the same seed, parameter seed and shuffle seed: the
   same initial parameters, dropout stream and batch order) count once, and so does a run
   whose log.csv is a prefix of another's (a continuation or a copy of it). Which one is
@@ -70,16 +73,13 @@ FINALS = PAPER_RUNS  # runs per cell of the protocol whose stability is measured
 MODE_GAP = 0.1  # accuracy points: a larger gap between sorted values separates two modes
 STABILITY_DRAWS = 1000
 STABILITY_SEED = 20240723
+# the data a run trained and was scored on: runs on other data are not candidates at all
+# (not listed either, so that a profile's report does not depend on unrelated profiles)
+DATA = ("data_source", "data_seed", "train_size", "dev_size", "test_size", "gen_size")
 PROTOCOL = (
     "model_options",
     "target_params",
     "d",
-    "data_source",
-    "data_seed",
-    "train_size",
-    "dev_size",
-    "test_size",
-    "gen_size",
     "partial_on_test",
     "checkpoint_every",
     "clip_norm",
@@ -170,6 +170,11 @@ def _pool(pair: tuple[str, str], candidates: list[tuple[str, RunResult]], profil
     if not own:
         return Pool(*pair, (), ())
     reference = configs[own[0].path]
+    candidates = [
+        (name, run)
+        for name, run in candidates
+        if all(configs[run.path].get(k) == reference.get(k) for k in DATA)
+    ]
     kept: list[RunResult] = []
     starts: dict[tuple, RunResult] = {}
     logs: dict[Path, list[str]] = {}
