@@ -324,3 +324,29 @@ def _group(pgid: int) -> list[psutil.Process]:
             if os.getpgid(process.pid) == pgid:
                 found.append(process)
     return found
+
+
+def test_a_failing_report_stage_exits_1_in_one_line(local_smoke, tmp_path: Path):
+    """Every run finished, then the report fails: exit status 1 (2 is for bad input) with
+    one `fruit: error:` line naming the failure, and no half-written file left."""
+    import shutil
+
+    home, _, _ = local_smoke
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    shutil.copy(NOTEBOOK, notebooks / "train.ipynb")
+    broken = json.loads((NOTEBOOK.parent / "report.ipynb").read_text())
+    broken["cells"].append(
+        {"cell_type": "code", "id": "planted", "metadata": {}, "execution_count": None,
+         "outputs": [], "source": ["raise ValueError('planted report failure')"]}
+    )  # fmt: skip
+    (notebooks / "report.ipynb").write_text(json.dumps(broken))
+    out = fruit_run(
+        "--profile", "smoke", "--workers", "1", "--device", "cpu",
+        "--notebook", str(notebooks / "train.ipynb"), cwd=home, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("fruit: error:")]
+    assert len(errors) == 1 and "planted report failure" in errors[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert not _half_written(home / "results") and not list((home / "figures").rglob("*.tmp"))

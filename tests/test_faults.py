@@ -319,13 +319,13 @@ if PHASE == "selection":  # in the sweep: selection.json written, no final run s
 
     schedule_module._write_if_changed = write_then_die
 
-if PHASE == "reports":  # on a worker: killed once the tables notebook wrote a table
+if PHASE == "reports":  # on a worker: killed once the report notebook wrote a table
 
     def report_then_die(source, executed, parameters, *rest):
         from fruit.experiments.worker import execute_report
 
-        if Path(source).stem == "tables":
-            tables = Path(parameters["output_dir"]) / parameters["profile"]
+        if Path(source).stem == "report":
+            tables = Path(parameters["tables_dir"]) / parameters["profile"]
             die_when(lambda: tables.is_dir() and any(tables.iterdir()))
         return execute_report(source, executed, parameters, *rest)
 

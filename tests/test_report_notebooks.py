@@ -130,3 +130,76 @@ def test_explore_notebook(repo_root, smoke_run, tmp_path):
     rows = (out / "outputs.csv").read_text().splitlines()
     assert rows[0] == "kind,output,probability" and any(r.startswith("greedy,") for r in rows)
     assert sum(r.startswith("sample ") for r in rows) == 2
+
+
+def _files(folder):
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_the_report_notebook_writes_what_fruit_report_writes(repo_root, fake_results, tmp_path):
+    """One report path: the sweep's report stage (report.ipynb) and `fruit report` call
+    fruit.reporting.report and write the same files, byte for byte."""
+    nb_out, cli_out = tmp_path / "nb", tmp_path / "cli"
+    nb = execute(
+        repo_root,
+        "report",
+        tmp_path,
+        results_dir=str(fake_results),
+        profile="smoke",
+        tables_dir=str(nb_out / "tables"),
+        figures_dir=str(nb_out / "figures"),
+    )
+    reporting.report(fake_results, "smoke", cli_out / "tables", cli_out / "figures")
+    made = _files(nb_out / "tables")
+    assert made and made == _files(cli_out / "tables")
+    assert sorted(_files(nb_out / "figures")) == sorted(_files(cli_out / "figures"))
+    assert "no comparison with the paper" not in json.dumps(nb)  # both tasks are the paper's
+
+
+PROFILE_FILE = """name = "one-pair"
+description = "one pair only"
+tasks = ["question-formation"]
+architectures = ["Tf"]
+[data]
+train = 10
+dev = 10
+test = 10
+gen = 10
+[search]
+trials = 0
+[final]
+runs = 2
+max_epochs = 1
+batch_tokens = 512
+learning_rate = 0.001
+"""
+
+
+def test_a_profile_given_by_path_reports_only_its_pairs(repo_root, tmp_path):
+    """`fruit run --profile path/to/p.toml` hands the report notebook the file, not its
+    name: the tables list the profile's pairs only, as `fruit report` with the path."""
+    profile = tmp_path / "p" / "one-pair.toml"
+    profile.parent.mkdir()
+    profile.write_text(PROFILE_FILE)
+    results = tmp_path / "results"
+    write_fake_results(results / "runs", "one-pair", ["question-formation"], ["Tf"], runs=2)
+    nb_out, cli_out = tmp_path / "nb", tmp_path / "cli"
+    execute(
+        repo_root,
+        "report",
+        tmp_path,
+        results_dir=str(results),
+        profile=str(profile),
+        tables_dir=str(nb_out),
+        figures_dir=str(tmp_path / "nbfig"),
+        paper=False,
+    )
+    reporting.report(results, str(profile), cli_out, tmp_path / "clifig", paper=False)
+    made = _files(nb_out)
+    assert made == _files(cli_out)
+    ours = made["one-pair/question-formation.md"].decode().split("Prior work:")[0]
+    rows = [line.split("|")[1].strip() for line in ours.splitlines() if line.startswith("| ")]
+    assert rows == ["Architecture", "Tf"]  # not every registered architecture as "0/2"
+    assert "profile: one-pair (one pair only)" in ours  # the caption keeps the description

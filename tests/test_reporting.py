@@ -383,3 +383,18 @@ def test_captions_name_the_cpus_when_runs_come_from_several(tmp_path):
     (tmp_path / "quick" / QF / "Tf" / "final-0").rename(tmp_path / "elsewhere")
     table = reporting.load_tables(tmp_path, "quick")[QF]
     assert "CPUs" not in markdown_table(table)  # one kind: nothing to say
+
+
+def test_a_report_clears_what_a_killed_report_left_half_written(tmp_path):
+    """A report killed while writing leaves a temporary sibling (.<name>~PID@HOST~...tmp);
+    the next report of the same profile removes it, as the sweep does for its records."""
+    import socket
+
+    results = tmp_path / "results"
+    write_run(results / "runs", "smoke", QF, "Tf", 0, *metrics(0.99, 0.2, 0.3, 0.5, 0.5))
+    dead = f".bar-charts.png~999999999@{socket.gethostname()}~x.tmp"
+    for folder in (tmp_path / "figures" / "paper-reported", tmp_path / "tables" / "smoke"):
+        folder.mkdir(parents=True)
+        (folder / dead).write_bytes(b"")
+    reporting.report(results, "smoke", tmp_path / "tables", tmp_path / "figures")
+    assert not list(tmp_path.rglob("*.tmp"))

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(_load(args.command).main(args) or 0)
     except FruitError as e:
         print(f"fruit: error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)
     except BrokenPipeError:  # e.g. `fruit sizes | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as the Python docs advise
         return 0

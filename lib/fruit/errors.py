@@ -42,6 +42,14 @@ class FruitError(Exception):
     """
 
 
+class StageFailed(FruitError):
+    """A stage of a command failed after its input was accepted (e.g. the reports after
+    every run finished): one line like any FruitError, but exit status 1, not 2, which
+    the README keeps for bad input."""
+
+    exit_code = 1
+
+
 class StorageError(FruitError):
     """A file could not be written: read-only, no permission, or the disk is full."""
 

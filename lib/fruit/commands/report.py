@@ -1,6 +1,7 @@
 """``fruit report``: run folders -> the paper's tables and bar charts, next to the paper's.
 
-Runs the same functions as ``notebooks/tables.ipynb`` and ``notebooks/figures.ipynb``.
+Calls ``fruit.reporting.report``, as ``notebooks/report.ipynb`` (the report stage of
+``fruit run``) does: both write the same files for the same runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The report notebooks a sweep executes once every run finished (docs/architecture.md §4,
-step 7): ``tables.ipynb``, ``figures.ipynb`` and ``reproduction.ipynb``, in parallel on
-the cluster, with their executed copies in ``results/notebooks/<profile>/``.
+"""The report a sweep makes once every run finished (docs/architecture.md §4, step 7):
+``notebooks/report.ipynb``, executed on the cluster, which calls ``fruit.reporting.report``
+exactly as ``fruit report`` does, so both write the same files for the same runs. Its
+executed copy goes to ``results/notebooks/<profile>/report.ipynb``.
 """
 
 from __future__ import annotations
@@ -9,10 +10,28 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from fruit.errors import FruitError
+from fruit.errors import FruitError, StageFailed
 from fruit.experiments.worker import RunFailed, execute_report
 
-REPORT_NOTEBOOKS = ("tables", "figures", "reproduction")
+REPORT_NOTEBOOK = "report"
+
+
+def profile_reference(profile) -> str:
+    """What the report notebook gets to find the very profile the sweep ran: a shipped
+    profile's name, or the absolute path of the user's file (its name alone would be
+    looked up among the shipped ones, or not found)."""
+    if profile.source == f"fruit/profiles/{profile.name}.toml":
+        return profile.name
+    return str(Path(profile.source).resolve())
+
+
+def _guarded(execute, *args):
+    """``execute(*args)``, its failure returned rather than raised: Dask logs a task that
+    raises with its whole traceback, and the one line fruit prints is the message."""
+    try:
+        return execute(*args)
+    except RunFailed as e:
+        return e
 
 
 def run_reports(
@@ -22,54 +41,42 @@ def run_reports(
     results_dir: Path,
     tables_dir: Path,
     figures_dir: Path,
-    profile: str,
+    profile,
     allocator: dict[str, str],
     resources: dict | None,
     say: Callable[[str], None],
 ) -> list[Path]:
-    """Execute the report notebooks found in ``notebook_dir`` (next to the train notebook)
-    on ``client``'s cluster; returns the executed copies' paths."""
-    executed_dir = results_dir / "notebooks" / profile
-    outputs = {
-        "tables": {"output_dir": str(tables_dir)},
-        "figures": {"output_dir": str(figures_dir)},
-        "reproduction": {
-            "tables_dir": str(tables_dir),
-            "figures_dir": str(figures_dir),
-        },
-    }
-    futures = {}
-    for name in REPORT_NOTEBOOKS:
-        source = notebook_dir / f"{name}.ipynb"
-        if not source.is_file():
-            raise FruitError(
-                f"the {name} notebook {str(source)!r} does not exist; "
-                f"use --skip-reports to stop after the runs"
-            )
-        executed = executed_dir / f"{name}.ipynb"
-        say(f"executing {source.name} -> {executed}")
-        parameters = {
-            "results_dir": str(results_dir),
-            "profile": profile,
-            **outputs[name],
-        }
-        futures[name] = client.submit(
-            execute_report,
-            str(source),
-            str(executed),
-            parameters,
-            allocator,
-            key=f"report-{profile}-{name}-{uuid.uuid4().hex[:8]}",  # see Sweep._token
-            pure=False,
-            resources=resources,
+    """Execute the report notebook found in ``notebook_dir`` (next to the train notebook)
+    on ``client``'s cluster for ``profile`` (``fruit.profiles.Profile``); returns the
+    executed copy's path. A failing report is a ``StageFailed`` (exit status 1)."""
+    source = notebook_dir / f"{REPORT_NOTEBOOK}.ipynb"
+    if not source.is_file():
+        raise FruitError(
+            f"the report notebook {str(source)!r} does not exist; "
+            "use --skip-reports to stop after the runs"
         )
-    made = []
-    for future in futures.values():
-        try:
-            made.append(Path(future.result()))
-        except RunFailed as e:
-            raise FruitError(str(e)) from None
-    for name in REPORT_NOTEBOOKS:
-        folders = sorted({Path(v) / profile for v in outputs[name].values()})
-        say(f"{name}: {', '.join(map(str, folders))}")
-    return made
+    executed = results_dir / "notebooks" / profile.name / source.name
+    say(f"executing {source.name} -> {executed}")
+    parameters = {
+        "results_dir": str(results_dir),
+        "profile": profile_reference(profile),
+        "tables_dir": str(tables_dir),
+        "figures_dir": str(figures_dir),
+    }
+    future = client.submit(
+        _guarded,
+        execute_report,
+        str(source),
+        str(executed),
+        parameters,
+        allocator,
+        key=f"report-{profile.name}-{uuid.uuid4().hex[:8]}",  # see Sweep._token
+        pure=False,
+        resources=resources,
+    )
+    made = future.result()
+    if isinstance(made, RunFailed):
+        raise StageFailed(f"the reports failed after every run finished: {made}")
+    made = Path(made)
+    say(f"reports: {tables_dir / profile.name}, {figures_dir / profile.name}")
+    return [made]

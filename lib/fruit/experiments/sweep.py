@@ -12,7 +12,7 @@
 5. retry a failed run up to ``retries`` times (not one its notebook refused with fruit's
    own error: bad settings, damaged or unwritable files fail the same way every time),
    then report it by name with its executed notebook and go on with the others;
-6. execute ``tables.ipynb``, ``figures.ipynb`` and ``reproduction.ipynb`` when every run
+6. execute ``report.ipynb`` (``fruit.reporting.report``, as ``fruit report``) when every run
    finished.
 
 With a ``time_limit`` the sweep ends by itself before that many seconds: no run starts
@@ -292,8 +292,8 @@ class Sweep:
         return self.pause_file.exists()
 
     def run_reports(self) -> list[Path]:
-        """Execute tables.ipynb, figures.ipynb and reproduction.ipynb (next to the train
-        notebook), in parallel on the cluster; their executed copies go to
+        """Execute report.ipynb (next to the train notebook) on the cluster: the same
+        ``fruit.reporting.report`` as ``fruit report``; its executed copy goes to
         ``results/notebooks/<profile>/`` (``fruit.experiments.reports``)."""
         return run_reports(
             self.client,
@@ -301,7 +301,7 @@ class Sweep:
             results_dir=self.results_dir,
             tables_dir=self.tables_dir,
             figures_dir=self.figures_dir,
-            profile=self.profile.name,
+            profile=self.profile,
             allocator=self.allocator,
             resources=self.cluster.resources,
             say=self.say,

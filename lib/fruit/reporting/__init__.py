@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fruit.errors import FruitError
-from fruit.io import atomic_write_text
+from fruit.io import atomic_write_text, remove_leftovers
 from fruit.reporting.figures import (
     bar_chart_figure,
     figure_pixels,
@@ -331,6 +331,9 @@ def report(
     settings = profile_settings(profile)
     profile = settings.name if settings is not None else profile
     runs = load_runs(results_dir, profile, phase="final")
+    for folder in (tables_dir, figures_dir):  # what a killed report left half-written
+        for sub in (profile, PAPER):
+            remove_leftovers(Path(folder) / sub)
     tables = tables_from_runs(runs, profile, expected_runs, settings)
     written = {
         "tables": write_tables(tables, Path(tables_dir) / profile),
@@ -361,6 +364,25 @@ def report(
         if figures:
             written["paper_figures"] = write_paper_figures(Path(figures_dir) / PAPER)
     return tables, written
+
+
+def left_out(profile: str, tables: dict[str, Table], written: dict[str, list[Path]]) -> list[str]:
+    """One line for each kind of output ``report`` did not write, and why."""
+    settings = profile_settings(profile)
+    name = settings.name if settings is not None else profile
+    lines = []
+    if not tables:
+        lines.append(f"no tables: profile {name} has no finished final runs yet")
+    others = [t for t in tables if t not in PAPER_TASK_ORDER]
+    if others:
+        lines.append(
+            f"no comparison with the paper for {', '.join(others)}: the paper has no numbers for it"
+        )
+    if tables and not written.get("claims"):
+        lines.append(f"no claims report: profile {name} trains none of the pairs a claim compares")
+    if not any(p.name == "search.md" for p in written.get("searches", [])):
+        lines.append(f"no search.md: profile {name} has no finished search trials")
+    return lines
 
 
 def summary(tables: dict[str, Table]) -> str:
