@@ -47,16 +47,7 @@ reproduce: venv
 	status=$$?; \
 	if [ $$status -eq 75 ]; then echo "paused: run \`make reproduce\` again to go on"; exit 75; fi; \
 	if [ $$status -ne 0 ]; then exit $$status; fi
-	@if [ -d results/tables/$(PROFILE) ]; then \
-	  if diff -r -q results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) >/dev/null; then \
-	    echo "reproduced: $(REPRO)/results/tables/$(PROFILE) equals the committed results/tables/$(PROFILE) byte for byte"; \
-	  elif diff -r -q -I '; code [0-9a-f]\{7,40\}' results/tables/$(PROFILE) $(REPRO)/results/tables/$(PROFILE) >/dev/null; then \
-	    echo "reproduced: $(REPRO)/results/tables/$(PROFILE) equals the committed results/tables/$(PROFILE) in every number (only the code commit named in the captions differs)"; \
-	  else \
-	    echo "not byte-identical to the committed results/tables/$(PROFILE) (expected on another kind of CPU), so compared statistically:"; \
-	    $(BIN)/python -m fruit.reporting.reproduction results/runs $(REPRO)/results/runs $(PROFILE); \
-	  fi; \
-	fi
+	@scripts/reproduce-verdict.sh $(PROFILE) $(REPRO) $(BIN)/python
 
 report: venv
 	$(BIN)/fruit report --profile $(PROFILE)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fruit.reporting.render import latex_table, latex_tabular
-from fruit.reporting.runs import COLUMNS, TASK_ORDER, TASK_TITLES
+from fruit.reporting.runs import COLUMNS, PAPER_TASK_ORDER, TASK_TITLES
 from fruit.reporting.tables import (
     BEST,
     Row,
@@ -113,7 +113,7 @@ def ours_parsed(task: str) -> dict:
 
 def test_paper_has_the_seven_tables(paper_tex):
     tables = paper_tables(paper_tex)
-    assert list(tables) == list(TASK_ORDER)
+    assert list(tables) == list(PAPER_TASK_ORDER)
     for t in tables.values():
         assert len(t["rows"]) == 15
         assert all(len(cells) == 7 for _, cells in t["rows"])
@@ -123,14 +123,14 @@ def test_paper_has_the_seven_tables(paper_tex):
 
 def test_task_titles_name_the_tasks_of_the_papers_captions(paper_tex):
     """Each table title's words occur in the paper's caption of that table."""
-    for task in TASK_ORDER:
+    for task in PAPER_TASK_ORDER:
         chunk = paper_tex[paper_tex.index(rf"\label{{tab:{task}}}") :]
         caption = chunk.split("\n")[1]  # the caption's text follows the label's line
         words = set(re.findall(r"[a-z]+", re.sub(r"\\textit\{([^}]*)\}", r"\1", caption.lower())))
         assert set(TASK_TITLES[task].lower().split()) <= words, (task, caption[:80])
 
 
-@pytest.mark.parametrize("task", TASK_ORDER)
+@pytest.mark.parametrize("task", PAPER_TASK_ORDER)
 def test_rendered_paper_numbers_match_paper_latex(paper_tex, task):
     theirs = paper_tables(paper_tex)[task]
     ours = ours_parsed(task)
@@ -143,7 +143,7 @@ def test_rendered_paper_numbers_match_paper_latex(paper_tex, task):
     assert ours["prior"] == theirs["prior"]
 
 
-@pytest.mark.parametrize("task", TASK_ORDER)
+@pytest.mark.parametrize("task", PAPER_TASK_ORDER)
 def test_rendered_rows_are_the_papers_lines(paper_tex, task):
     """Beyond the parsed cells: every architecture row is the paper's line, character for character."""
     chunk = paper_tex[: paper_tex.index(rf"\label{{tab:{task}}}")]
@@ -163,7 +163,7 @@ def test_bold_rule_agrees_with_paper_bold():
     """Our bold rule, run on the paper's printed means, picks the paper's bold cell wherever the
     printed best is unique, and one of the tied cells otherwise (the paper broke ties on
     unrounded means, which it does not print)."""
-    for task in TASK_ORDER:
+    for task in PAPER_TASK_ORDER:
         table = paper_table(task)
         printed = [Row(r.architecture, r.cells) for r in table.rows]
         recomputed = mark_best(printed)
@@ -228,7 +228,7 @@ def test_table_format_rule_matches_the_paper_except_one_column():
     from fruit.reporting.render import table_formats
 
     differ = []
-    for task in TASK_ORDER:
+    for task in PAPER_TASK_ORDER:
         table = paper_table(task)
         for (acc, col), ours, theirs in zip(COLUMNS, table_formats(table), table.formats):
             if ours != theirs:

@@ -54,3 +54,46 @@ def test_a_shifted_cell_and_a_changed_claim_are_named(tmp_path, capsys):
     assert main([str(tmp_path / "committed"), str(tmp_path / "fresh"), "quick"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("NOT reproduced on this machine: 1 of ") and "C1:" in out
+
+
+def test_make_reproduce_on_the_committed_runs_says_byte_identical(tmp_path):
+    """`make reproduce REPRO=<dir>` with <dir>/results/runs/quick a copy of the committed
+    run records: `fruit run` finds every run complete and only reports, and the verdict
+    (scripts/reproduce-verdict.sh, what the Makefile runs) is "byte for byte"."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (repo / ".git").exists():
+        pytest.skip("not a git checkout: the committed records cannot be listed")
+    listed = subprocess.run(
+        ["git", "ls-files", "results/runs/quick"], cwd=repo, capture_output=True, text=True
+    ).stdout.split()
+    if not any(name.endswith("metrics.json") for name in listed):
+        pytest.skip("no committed runs of the quick profile")
+    repro = tmp_path / "repro"
+    for name in listed:
+        (repro / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(repo / name, repro / name)
+    env = {**os.environ, "PYTHONPATH": str(repo / "lib")}
+    run = subprocess.run(
+        [sys.executable, "-m", "fruit", "run", "--profile", "quick", "--workers", "1",
+         "--no-dashboard", "--results", str(repro / "results"),
+         "--figures", str(repro / "figures"), "--data-dir", str(tmp_path / "data")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "runs: 0 trained" in run.stdout
+    verdict = subprocess.run(
+        ["bash", "scripts/reproduce-verdict.sh", "quick", str(repro), sys.executable],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+    assert verdict.stdout.startswith("reproduced: ") and "byte for byte" in verdict.stdout, (
+        verdict.stdout
+    )

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "extending.md"
 STEP = re.compile(
@@ -42,14 +44,16 @@ def apply(what: str, body: str, root: Path) -> None:
 
 def run(command: list[str], root: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(root / "lib")}
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
 
+@pytest.mark.timeout(1800)  # a whole `fruit run` of the toy profile, reports included
 def test_the_extending_tutorial_runs_as_written(tmp_path):
     root = tmp_path / "copy"
     shutil.copytree(REPO / "lib", root / "lib", ignore=shutil.ignore_patterns("*.egg-info"))
+    shutil.copytree(REPO / "notebooks", root / "notebooks")  # fruit run executes them
     outputs = []
     for what, body in steps():
         if what == "run":
@@ -65,6 +69,15 @@ def test_the_extending_tutorial_runs_as_written(tmp_path):
     text = "\n".join(outputs)
     # the dry-run plans and costs both new architectures on the new task
     assert "aux-fronting/Tf+Nd@4,5: 2 runs" in text and "aux-fronting/LSTM+Nd+Sup: 2 runs" in text
+    # V from the task's own training file; its statistics, nothing published beside them
+    assert "aux-fronting  V=" in text and "aux-fronting  train" in text
+    # `fruit run` of the profile, reports included, wrote what `fruit report` writes
+    made = root / "results" / "tables" / "toy"
+    again = root / "tables-again" / "toy"
+    assert sorted(p.name for p in made.iterdir()) == sorted(p.name for p in again.iterdir())
+    for path in made.iterdir():
+        assert path.read_bytes() == (again / path.name).read_bytes(), path.name
+    assert (root / "results" / "notebooks" / "toy" / "report.ipynb").is_file()
     # the report has a row for each, without the paper's columns
     table = (root / "results" / "tables" / "toy" / "aux-fronting.md").read_text()
     assert "| Tf+Nd@4,5 |" in table and "| LSTM+Nd+Sup |" in table
@@ -82,3 +95,38 @@ def test_the_extending_tutorial_runs_as_written(tmp_path):
     ).is_file()
     assert "stack 1 (Nd) ('push', 'replace', 'pop')" in text
     assert "stack 2 (Sup) ('push', 'pop', 'no-op')" in text
+
+
+# The contract tests: every registered task and architecture keeps them, the tutorial's
+# too; the tests of the paper's facts iterate the paper's lists, so registering more
+# leaves them green.
+CONTRACT_TESTS = (
+    "tests/test_tasks_contract.py",
+    "tests/test_tasks_framework.py",
+    "tests/test_sizing.py",
+    "tests/test_reporting.py",
+    "tests/test_reporting_paper.py",
+)
+
+
+@pytest.mark.timeout(2400)  # the contract tests once more, in a copy of the package
+def test_the_contract_tests_hold_with_the_tutorials_extensions_registered(tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(REPO / "lib", root / "lib", ignore=shutil.ignore_patterns("*.egg-info"))
+    for what, body in steps():
+        if what not in ("run", "python"):
+            apply(what, body, root)
+    env = {**os.environ, "PYTHONPATH": str(root / "lib")}
+    check = subprocess.run(
+        [sys.executable, "-c", "from fruit.tasks import TASKS; from fruit.names import "
+         "ARCHITECTURES; print('aux-fronting' in TASKS, 'Tf+Nd@4,5' in ARCHITECTURES)"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert check.stdout.split() == ["True", "True"], check.stdout + check.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+         "-o", "addopts=-m 'not slow and not gpu'", *CONTRACT_TESTS],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "[aux-fronting] PASSED" in done.stdout  # the contract ran over the new task too

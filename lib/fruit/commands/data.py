@@ -51,8 +51,9 @@ def add_arguments(parser):
 
 
 def _slugs(task: str, published: bool = False) -> tuple[str, ...]:
-    """The tasks of ``--task``; with ``published`` (--official, --compare), the paper's
-    only: published files and statistics exist for those."""
+    """The tasks of ``--task``; with ``published`` (--official), the paper's only:
+    published files exist for those. ``--compare`` takes every registered task (one the
+    paper does not have gets its own statistics, with nothing published beside them)."""
     known = PAPER_TASKS if published else TASKS
     if task == "all":
         return known
@@ -78,7 +79,9 @@ def check_arguments(args, slugs=()) -> None:
 
 
 def main(args) -> int:
-    slugs = _slugs(args.task, published=bool(args.official or args.compare))
+    slugs = _slugs(args.task, published=bool(args.official))
+    if args.compare and args.task == "all":
+        slugs = PAPER_TASKS  # the listing of every task: the ones with published statistics
     check_arguments(args, slugs)
     if args.from_dir and not args.official:
         raise FruitError("--from DIR goes with --official (take the published files from DIR)")
