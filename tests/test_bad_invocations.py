@@ -303,6 +303,8 @@ CORPUS = [
     ("run-retries-negative", run("--retries", -1), "--retries must be 0 or more, not -1"),
     ("run-time-limit-not-a-duration", run("--time-limit", "soon"), "--time-limit 'soon' is not a duration"),
     ("run-time-limit-0", run("--time-limit", "0"), "--time-limit must be positive"),
+    ("run-time-limit-negative", run("--time-limit", "-5m"), "--time-limit '-5m' is not a duration"),
+    ("run-workers-negative", run("--workers", "-2"), "--workers must be a positive integer, not -2"),
     ("run-published-missing", lambda m, t: [*run()(m, t), "--published", str(t / "nothing")], "is not a folder"),
     ("run-task-not-in-profile", run("--task", "passivization"), "unknown task of profile smoke 'passivization'"),
     ("run-architecture-not-in-profile", run("--architecture", "GRU"), "unknown architecture of profile smoke 'GRU'"),

@@ -53,7 +53,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _glue_dashed_values(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     for i, arg in enumerate(argv):  # "" (an unset shell variable) would mean "here" or "off"
@@ -79,6 +79,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fruit: interrupted", file=sys.stderr)
         return 130
+
+
+# Options whose value may start with "-" (a negative duration or number): argparse would
+# take "-5m" for an option and say only "expected one argument". Glued to the option
+# ("--time-limit=-5m"), the value reaches the option's own check, which names it.
+_VALUE_OPTIONS = ("--time-limit", "--seed", "--target", "--expected-runs", "--workers",
+                  "--threads", "--jobs", "--cores", "--runs-per-gpu", "--gpus")  # fmt: skip
+
+
+def _glue_dashed_values(argv: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in _VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1][:2] not in ("--", "-h"):
+            if argv[i + 1].startswith("-") and len(argv[i + 1]) > 1:
+                out.append(f"{argv[i]}={argv[i + 1]}")
+                i += 2
+                continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 def os_error_line(e: OSError) -> str:

@@ -186,7 +186,10 @@ class DamagedRecord(FruitError):
         super().__init__(
             f"{path} is damaged ({reason})" + (f"; {what_to_do}" if what_to_do else "")
         )
-        self.path, self.reason = Path(path), reason
+        self.path, self.reason, self.what_to_do = Path(path), reason, what_to_do
+
+    def __reduce__(self):  # pickled with its fields: a Dask task's error keeps its message
+        return (type(self), (self.path, self.reason, self.what_to_do))
 
 
 _JSON_KINDS = {
