@@ -56,6 +56,30 @@ def test_a_shifted_cell_and_a_changed_claim_are_named(tmp_path, capsys):
     assert out.startswith("NOT reproduced on this machine: 1 of ") and "C1:" in out
 
 
+def test_no_cell_to_compare_is_no_verdict_and_incomplete_runs_are_named(tmp_path):
+    five(tmp_path / "committed", "Tf", [0.99, 0.98, 0.97, 0.99, 0.985], "AVX2")
+    # one fresh run finished, two unfinished (folders without metrics.json)
+    five(tmp_path / "fresh", "Tf", [0.99], "AVX512")
+    for i in (1, 2):
+        (tmp_path / "fresh" / "quick" / QF / "Tf" / f"final-{i}").mkdir()
+    result = compare(tmp_path / "committed", tmp_path / "fresh", "quick")
+    assert not result.reproduced and result.cells_tested == 0
+    assert result.text.startswith("nothing to compare: no cell has 2 complete final runs")
+    assert "the fresh runs are incomplete: 1 of 3 final runs finished (5 committed)" in result.text
+
+
+def test_fresh_runs_from_two_cpu_kinds_are_not_called_this_machine(tmp_path):
+    five(tmp_path / "committed", "Tf", [0.99, 0.98, 0.97, 0.99, 0.985], "AVX2")
+    five(tmp_path / "fresh", "Tf", [0.99, 0.98, 0.97, 0.99, 0.985], "AVX512")
+    config = tmp_path / "fresh" / "quick" / QF / "Tf" / "final-0" / "config.json"
+    record = json.loads(config.read_text())
+    record["provenance"]["cpu_capability"] = "AVX2"
+    config.write_text(json.dumps(record))
+    result = compare(tmp_path / "committed", tmp_path / "fresh", "quick")
+    assert result.text.startswith("reproduced on these machines:")
+    assert "the fresh runs come from 2 CPU kinds" in result.text
+
+
 def test_make_reproduce_on_the_committed_runs_says_byte_identical(tmp_path):
     """`make reproduce REPRO=<dir>` with <dir>/results/runs/quick a copy of the committed
     run records: `fruit run` finds every run complete and only reports, and the verdict

@@ -49,10 +49,35 @@ class Reproduction:
     cells_tested: int = 0
     differing: list[str] = field(default_factory=list)  # one line per differing cell
     claims_changed: list[str] = field(default_factory=list)
+    cells_skipped: int = 0  # cells with fewer than MIN_RUNS complete runs on a side
+    fresh_finished: tuple[int, int] = (0, 0)  # (complete, all) final runs of the fresh side
+    committed_finished: int = 0  # complete final runs of the committed side
 
     @property
     def reproduced(self) -> bool:
-        return not self.differing and not self.claims_changed
+        return bool(self.cells_tested) and not self.differing and not self.claims_changed
+
+    @property
+    def where(self) -> str:
+        """'this machine', or, for fresh runs from several CPU kinds, 'these machines'."""
+        return "this machine" if len(self.fresh_kinds) <= 1 else "these machines"
+
+    def _notes(self) -> list[str]:
+        notes = []
+        done, total = self.fresh_finished
+        if done < total or done < self.committed_finished:
+            notes.append(
+                f"the fresh runs are incomplete: {done} of {total} final runs finished "
+                f"({self.committed_finished} committed); run the same command again to go on"
+            )
+        if self.cells_skipped:
+            notes.append(
+                f"{self.cells_skipped} cells not compared: fewer than {MIN_RUNS} complete "
+                "runs on a side"
+            )
+        if len(self.fresh_kinds) > 1:
+            notes.append(f"the fresh runs come from {len(self.fresh_kinds)} CPU kinds")
+        return notes
 
     @property
     def text(self) -> str:
@@ -60,13 +85,20 @@ class Reproduction:
             f"committed runs: {', '.join(self.committed_kinds)}; "
             f"these: {', '.join(self.fresh_kinds)}"
         )
+        notes = [f"  ({note})" for note in self._notes()]
+        if not self.cells_tested:
+            head = (
+                "nothing to compare: no cell has "
+                f"{MIN_RUNS} complete final runs on both sides, so no verdict ({kinds})"
+            )
+            return "\n".join([head, *notes])
         if self.reproduced:
             head = (
-                f"reproduced on this machine: none of the {self.cells_tested} cells differs "
+                f"reproduced on {self.where}: none of the {self.cells_tested} cells differs "
                 f"(two-sided exact permutation test of the means, level {LEVEL:g} per cell) "
                 f"and every claim has its committed verdict ({kinds})"
             )
-            return head
+            return "\n".join([head, *notes])
         parts = []
         if self.differing:
             parts.append(f"{len(self.differing)} of {self.cells_tested} cells differ")
@@ -74,11 +106,12 @@ class Reproduction:
             parts.append(f"{len(self.claims_changed)} claim verdicts changed")
         expected = LEVEL * self.cells_tested
         head = (
-            f"NOT reproduced on this machine: {' and '.join(parts)} (two-sided exact "
+            f"NOT reproduced on {self.where}: {' and '.join(parts)} (two-sided exact "
             f"permutation test of the means, level {LEVEL:g} per cell: about {expected:.1f} "
             f"cells would differ by chance alone; {kinds})"
         )
-        return "\n".join([head, *(f"  {line}" for line in self.differing + self.claims_changed)])
+        lines = [f"  {line}" for line in self.differing + self.claims_changed]
+        return "\n".join([head, *lines, *notes])
 
 
 def _values(runs: list[RunResult]) -> dict[tuple, list[float]]:
@@ -100,10 +133,13 @@ def compare(committed_dir: str | Path, fresh_dir: str | Path, profile: str) -> R
     committed = load_runs(committed_dir, profile)
     fresh = load_runs(fresh_dir, profile)
     result = Reproduction(profile, cpu_kinds(committed), cpu_kinds(fresh))
+    result.fresh_finished = (sum(r.status == "complete" for r in fresh), len(fresh))
+    result.committed_finished = sum(r.status == "complete" for r in committed)
     ours, theirs = _values(fresh), _values(committed)
-    for cell in sorted(set(ours) & set(theirs)):
-        a, b = ours[cell], theirs[cell]
+    for cell in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(cell, []), theirs.get(cell, [])
         if min(len(a), len(b)) < MIN_RUNS:
+            result.cells_skipped += 1
             continue
         result.cells_tested += 1
         p = two_sided_p(a, b)
