@@ -90,3 +90,16 @@ def test_the_command_line_says_what_it_did_and_refuses_an_unfinished_run(
     (tmp_path / "empty").mkdir()
     assert backfill.main([str(tmp_path / "empty")]) == 2
     assert "no metrics.json" in capsys.readouterr().err
+
+
+def test_a_file_or_a_moved_data_folder_is_one_line_naming_the_option(
+    finished_run, tmp_path, capsys
+):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a run")
+    assert backfill.main([str(a_file)]) == 2
+    assert "is a file, not a run folder" in capsys.readouterr().err
+    _, _ = strip(finished_run, tmp_path / "moved")
+    assert backfill.main([str(tmp_path / "moved"), "--data-dir", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "give --data-dir DIR" in err and "data_dir=" not in err and len(err.splitlines()) == 1

@@ -46,6 +46,9 @@ def add_by_subject(run_dir: str | Path, data_dir: str | Path | None = None) -> l
 
     commit = _code_commit()  # before the minutes of work in which a commit may be made
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        what = "is a file, not a run folder" if run_dir.exists() else "does not exist"
+        raise FruitError(f"{run_dir} {what}: give run folders (results/runs/<profile>/...)")
     metrics = read_metrics(run_dir)
     if metrics is None:
         raise FruitError(f"{run_dir} has no metrics.json: only a finished run can be added to")
@@ -53,7 +56,10 @@ def add_by_subject(run_dir: str | Path, data_dir: str | Path | None = None) -> l
         return metrics["by_subject"]
     if metrics.get("status") != "complete":
         raise FruitError(f"{run_dir} diverged: it has no generalization means to break down")
-    run = load_run(run_dir, device="cpu", data_dir=data_dir)
+    try:
+        run = load_run(run_dir, device="cpu", data_dir=data_dir)
+    except FruitError as e:  # the explore API's advice names its argument; here, the option
+        raise FruitError(str(e).replace("pass data_dir=", "give --data-dir DIR")) from None
     folder = Path(data_dir or run.config["data_dir"]) / run.config["task"]
     sizes = {split: run.config.get(field) for split, field in SPLIT_FIELDS.items()}
     data = read_task_data(folder, run.task, sizes)

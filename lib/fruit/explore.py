@@ -108,7 +108,10 @@ def load_run(
     data_dir = Path(data_dir or config["data_dir"])
     train = data_dir / config["task"] / "train.tsv"
     if not train.is_file():
-        raise FruitError(f"{train} is missing: the vocabulary is rebuilt from it; pass data_dir=")
+        raise FruitError(
+            f"{train} is missing: the vocabulary is rebuilt from it; pass data_dir= (the "
+            "folder that holds <task>/train.tsv)"
+        )
     vocab = Vocabulary.from_examples(read_tsv(train))
     if config.get("vocab_size") not in (None, vocab.size):
         raise FruitError(

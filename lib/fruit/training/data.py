@@ -135,6 +135,7 @@ def prepare_data(
     folder = root / task_slug
     check_folder(folder, "the data folder")  # not a file where it or a folder above goes
     remove_leftovers(root, (f".{task_slug}.*.partial",))  # what a killed preparation left
+    _no_folder_for_a_split(folder, SPLITS)
     requested = {split: check_split_size(split, sizes[split]) for split in SPLITS}
     sizes = {**requested, "train": max(requested["train"], MIN_GENERATED_TRAIN)}
     have_splits = all((folder / f"{split}.tsv").is_file() for split in SPLITS)
@@ -222,6 +223,7 @@ def load_data(config: DataSettings) -> TaskData:
     if config.generate_data:
         sizes = {s: getattr(config, f) for s, f in SPLIT_FIELDS.items()}
         prepare_data(root, config.task, config.data_seed, sizes, config.data_source)
+    _no_folder_for_a_split(folder, SPLIT_FIELDS)
     if not (folder / "train.tsv").is_file():
         advice = (
             "add --generate-data (generate_data=True in the notebook) to make the profile's "
@@ -244,6 +246,14 @@ def load_data(config: DataSettings) -> TaskData:
         )
     sizes = {split: getattr(config, field) for split, field in SPLIT_FIELDS.items()}
     return read_task_data(folder, task, sizes)
+
+
+def _no_folder_for_a_split(folder: Path, splits) -> None:
+    """A folder where a split's file goes is said as such, not as a missing file."""
+    for split in splits:
+        path = folder / f"{split}.tsv"
+        if path.is_dir():
+            raise FruitError(f"{path} is a folder, not a file: move it away or remove it")
 
 
 def check_task_folder(folder: Path, task, sizes: dict) -> None:
