@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 
@@ -32,7 +33,10 @@ def test_generate_writes_the_layout_and_is_seeded(tmp_path, capsys):
         == 0
     )
     folder = a / "passivization"
-    assert sorted(p.name for p in folder.iterdir()) == sorted(FILES)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*FILES, "data.json"])
+    record = json.loads((folder / "data.json").read_text())  # what a sweep checks
+    assert record == {"task": "passivization", "seed": 1, "source": "generated",
+                      "sizes": {"train": 300, "dev": 20, "test": 50, "gen": 40}}  # fmt: skip
     for name in FILES:
         assert (a / "passivization" / name).read_bytes() == (
             b / "passivization" / name
@@ -299,3 +303,33 @@ def test_each_task_says_what_it_generates_before_it_starts(capsys, tmp_path):
     lines = out.splitlines()
     assert lines[0] == "question-formation: generating train 1,500, dev 10, test 10, gen 10 ..."
     assert lines[1].startswith("question-formation: wrote ")
+
+
+def test_a_folder_with_splits_is_not_overwritten_without_force(tmp_path, capsys):
+    out = tmp_path / "data"
+    mine = out / "passivization" / "train.tsv"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("my own file\n")
+    code, _, err = run(capsys, "data", "--task", "passivization", "--out", str(out), *SMALL)
+    assert code == 2 and "already holds train.tsv" in err and "--force" in err
+    assert mine.read_text() == "my own file\n"  # untouched, nothing else written
+    assert sorted(p.name for p in mine.parent.iterdir()) == ["train.tsv"]
+    code, _, _ = run(
+        capsys, "data", "--task", "passivization", "--out", str(out), "--force", *SMALL
+    )
+    assert code == 0 and len(read_tsv(mine)) == 300
+
+
+def test_a_sweep_checks_the_data_json_fruit_data_wrote(tmp_path, capsys):
+    """A folder made by `fruit data` with another seed is refused by a run that needs its
+    profile's seed, instead of being trained on under that seed's name."""
+    from fruit.errors import FruitError
+    from fruit.training.data import prepare_data
+
+    out = tmp_path / "data"
+    argv = ["--train-size", "1000", *SMALL[2:]]  # a run's generated train has >= 1000 lines
+    assert run(capsys, "data", "--task", "passivization", "--out", str(out), *argv)[0] == 0
+    sizes = {"train": 1000, "dev": 20, "test": 50, "gen": 40}
+    assert prepare_data(out, "passivization", 1, sizes) == "found"  # the same seed: used
+    with pytest.raises(FruitError, match="holds data made with"):
+        prepare_data(out, "passivization", 12345, sizes)

@@ -42,6 +42,12 @@ def add_arguments(parser):
         help="with --official: local copies in DIR/<task>/{train,dev,test,gen}.tsv",
     )
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the split files already in --out/<task>/ (by default a folder that "
+        "holds any is refused, so that no split of yours or of a sweep is overwritten)",
+    )
+    parser.add_argument(
         "--published",
         metavar="DIR",
         help="with --compare: compute the published side from DIR/<task>/{train,test,gen}.tsv "
@@ -78,6 +84,34 @@ def check_arguments(args, slugs=()) -> None:
         check_integer(f"--{split}-size", getattr(args, f"{split}_size"), 1, MAX_SPLIT_SIZE)
 
 
+SPLIT_FILES = ("train.tsv", "dev.tsv", "test.tsv", "gen.tsv", "gen.linear.tsv", "data.json")
+
+
+def check_not_overwriting(out, slugs, force: bool) -> None:
+    """Refuse, before anything is written, to write into a task folder that already holds
+    split files (made by you, by another call, or by a sweep), unless ``force``."""
+    if force:
+        return
+    for slug in slugs:
+        folder = Path(out) / slug
+        there = [name for name in SPLIT_FILES if (folder / name).exists()]
+        if there:
+            raise FruitError(
+                f"{folder} already holds {', '.join(there)}: not replaced (they may be your "
+                "own files or a sweep's data); give another --out, or --force to replace them"
+            )
+
+
+def write_data_record(folder: Path, slug: str, seed: int, sizes: dict, source: str) -> None:
+    """``data.json`` as ``fruit.training.data.prepare_data`` writes it: a sweep or a run
+    that finds the folder checks its seed, sizes and source against its own, and never
+    records a seed the data were not made with."""
+    from fruit.io import atomic_write_json
+
+    record = {"task": slug, "seed": seed, "sizes": dict(sizes), "source": source}
+    atomic_write_json(Path(folder) / "data.json", record)
+
+
 def main(args) -> int:
     slugs = _slugs(args.task, published=bool(args.official))
     if args.compare and args.task == "all":
@@ -102,10 +136,16 @@ def main(args) -> int:
         if any("~" in r["split"] for r in rows):
             print(f"\n{statistics.LEGEND}")
         return 0 if all(r["ok"] is not False for r in rows) else 1
+    check_not_overwriting(args.out, slugs, args.force)
     if args.official:
+        from fruit.tasks import read_tsv
         from fruit.tasks.official import import_official
 
         import_official(args.out, slugs, args.from_dir, args.seed, args.train_size)
+        for slug in slugs:  # what a sweep finding the folder checks (fruit.training.data)
+            folder = Path(args.out) / slug
+            counts = {s: len(read_tsv(folder / f"{s}.tsv")) for s in PAPER_SIZES}
+            write_data_record(folder, slug, args.seed, counts, "published")
         return 0
     from fruit.tasks.splits import generate_task
 
@@ -118,6 +158,7 @@ def main(args) -> int:
         # say what is being made before it starts
         print(f"{slug}: generating {counts} ...", flush=True)
         folder = generate_task(args.out, slug, args.seed, sizes)
+        write_data_record(folder, slug, args.seed, sizes, "generated")
         print(f"{slug}: wrote {folder} ({time.perf_counter() - t:.1f} s)")
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0
