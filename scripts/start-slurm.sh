@@ -68,6 +68,8 @@ if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v
     say "slurm-wlm and munge already installed"
 else
     say "installing slurm-wlm and munge (apt-get)"
+    # the package lists first: a fresh image has none, and old ones name removed versions
+    apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null
 fi
 
