@@ -150,6 +150,9 @@ def a_folder(tmp: Path, name: str) -> Path:
 
 SMALL_DATA = "[data]\ntrain = 120\ndev = 20\ntest = 20\ngen = 20\n"
 FIXED = SMALL_DATA + "[final]\nbatch_tokens = 512\nlearning_rate = 0.001\n"  # no search
+SPACE_NAME = (
+    'name = "my run"\ntasks = ["question-formation"]\narchitectures = ["Tf"]\n' + FIXED
+).encode()
 BACKSLASH_NAME = (
     'name = "a\\\\b"\ntasks = ["question-formation"]\narchitectures = ["Tf"]\n' + SMALL_DATA
 ).encode()
@@ -339,6 +342,7 @@ CORPUS += [
     ("run-profile-not-utf8", lambda m, t: [*run()(m, t), "--profile", str(profile_file(b'name = "p\xff"\n')(t)), "--dry-run"], "is not UTF-8 text"),
     ("run-profile-is-a-folder", lambda m, t: [*run()(m, t), "--profile", str(a_folder(t, "dir.toml"))], "is a folder, not a .toml file"),
     ("run-profile-reduced-a-string", lambda m, t: [*run()(m, t), "--profile", str(profile_file('reduced = "false"\n' + FIXED)(t)), "--dry-run"], "reduced must be true or false, not 'false'"),
+    ("run-profile-name-space", lambda m, t: [*run()(m, t), "--profile", str(profile_file(SPACE_NAME)(t)), "--dry-run"], "profile name 'my run' may use only letters, digits and + @ , . _ -"),
     ("run-profile-name-backslash", lambda m, t: [*run()(m, t), "--profile", str(profile_file(BACKSLASH_NAME)(t)), "--dry-run"], "bad profile name 'a\\\\b'"),
     ("run-scheduler-not-an-address", run("--scheduler", "garbage"), "--scheduler 'garbage' is not a Dask address"),
     ("train-model-option-not-an-integer", lambda m, t: [*train("--architecture", "Tf+Sup")(m, t), "--profile", str(profile_file(FIXED + '[training]\nmodel_options = { sup_size = "abc" }\n')(t))], "training.model_options: sup_size must be a positive integer, got 'abc'"),

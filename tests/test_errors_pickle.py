@@ -42,3 +42,17 @@ def test_every_fruit_error_pickles_with_its_message():
         back = pickle.loads(pickle.dumps(error))
         assert type(back) is cls and str(back) == str(error), cls
         assert getattr(back, "exit_code", 2) == getattr(error, "exit_code", 2)
+
+
+def test_names_that_become_folders_are_checked_in_one_line():
+    import pytest
+
+    from fruit.errors import check_name
+    from fruit.names import ARCHITECTURES
+    from fruit.tasks import TASKS
+
+    for name in [*ARCHITECTURES, *TASKS, "Tf+Nd@4,5", "LSTM+Nd+Sup", "qf-nd-seeds"]:
+        assert check_name("x", name) == name
+    for bad in ["Tf/Nd", "", ".hidden", "a b", "Tf\\Nd", "Tf:Nd", 7]:
+        with pytest.raises(FruitError, match="may use only letters, digits"):
+            check_name("architecture", bad)

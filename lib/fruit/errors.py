@@ -54,6 +54,27 @@ class StorageError(FruitError):
     """A file could not be written: read-only, no permission, or the disk is full."""
 
 
+# Names of tasks, architectures and profiles become folder names (results/runs/<profile>/
+# <task>/<architecture>/): checked once where they are registered or read.
+NAME_CHARACTERS = "letters, digits and + @ , . _ -, starting with a letter or digit"
+_NAME = None
+
+
+def check_name(kind: str, name) -> str:
+    """``name`` if it may name a folder of run records, else a one-line FruitError that
+    names the allowed characters."""
+    import re
+
+    global _NAME
+    _NAME = _NAME or re.compile(r"[A-Za-z0-9][A-Za-z0-9+@,._-]*")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise FruitError(
+            f"{kind} name {name!r} may use only {NAME_CHARACTERS} (it names a folder of run "
+            "records)"
+        )
+    return name
+
+
 def unknown_choice(kind: str, value: str, choices) -> FruitError:
     """Build the standard "unknown X 'v'; valid choices: a, b, c" error."""
     listed = ", ".join(sorted(choices))

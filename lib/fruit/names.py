@@ -19,6 +19,8 @@ model code or torch; ``fruit.models`` builds the architectures they name.
 
 import re
 
+from fruit.errors import check_name
+
 # The base networks a description can name (fruit.models builds them).
 TRANSFORMER_BASES = ("Tf",)
 RECURRENT_BASES = ("RNN", "LSTM")
@@ -42,6 +44,8 @@ ARCHITECTURES: dict[str, str] = {
     "LSTM+Nd+R": "LSTM(Nd)+R",
     # Yours below, e.g. "Tf+Nd@4,5": "Tf(-,-,-,Nd,Nd)", "LSTM+Nd+Sup": "LSTM(Nd,Sup)".
 }
+for _name in ARCHITECTURES:  # each names a folder of run records
+    check_name("architecture", _name)
 
 # The paper's fifteen, in the order of its table rows.
 PAPER_ARCHITECTURES = (

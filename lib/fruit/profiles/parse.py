@@ -12,6 +12,7 @@ from fruit.errors import (
     MAX_TARGET_PARAMS,
     FruitError,
     check_integer,
+    check_name,
     check_number,
     unknown_choice,
 )
@@ -71,6 +72,10 @@ def parse_profile(raw: dict[str, Any], *, default_name: str, source: str) -> Pro
     name = str(raw.get("name", default_name))
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise fail(f"bad profile name {name!r}: it names a results folder")
+    try:
+        check_name("profile", name)
+    except FruitError as e:
+        raise fail(str(e)) from None
     tasks = _names(raw, "tasks", fail, _known_tasks())
     architectures = _names(raw, "architectures", fail, _known_architectures())
     seed = _integer(raw.get("seed", 0), "seed", fail)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from fruit.errors import unknown_choice
+from fruit.errors import check_name, unknown_choice
 from fruit.tasks.base import PAPER_SIZES, SPLITS, Task
 from fruit.tasks.tsv import read_tsv, write_tsv
 from fruit.tasks.vocab import Vocabulary
@@ -37,7 +37,7 @@ PAPER_TASKS = (
     "tense-reinflection",
     "passivization-in-german",
 )
-TASKS: tuple[str, ...] = tuple(REGISTRY)  # every registered task
+TASKS: tuple[str, ...] = tuple(check_name("task", slug) for slug in REGISTRY)  # every one
 MUELLER_TASKS = (
     "question-formation-in-german",
     "passivization",
