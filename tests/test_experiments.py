@@ -762,3 +762,50 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
     assert Sweep.stop_at_for(sweep, tense_run) == deadline - limit / 2  # at most half
     no_limit = SimpleNamespace(deadlines=Deadlines.starting_now(None), progress=progress)
     assert Sweep.stop_at_for(no_limit, de_run) is None
+
+
+def test_a_mixed_kind_models_gpu_label_names_each_kind(monkeypatch):
+    """LSTM(Nd,Sup): LSTM + (LSTM+Nd - LSTM) + (LSTM+Sup - LSTM) in s/token, each kind
+    named (the number was right before, the label named Nd twice)."""
+    from fruit.experiments import gpu_rates
+
+    record = gpu_rates.CardRecord(
+        "test", "Test GPU", {"LSTM": 100.0, "LSTM+Nd": 10.0, "LSTM+Sup": 50.0, "Tf": 80.0,
+                             "Tf+Nd": 20.0}, "planted",
+    )  # fmt: skip
+    names = {
+        **gpu_rates.ARCHITECTURES,
+        "LSTM+Nd+Sup": "LSTM(Nd,Sup)",
+        "Tf+Nd@4,5": "Tf(-,-,-,Nd,Nd)",
+    }
+    monkeypatch.setattr(gpu_rates, "ARCHITECTURES", names)
+    rate, label = gpu_rates.rate(record, "LSTM+Nd+Sup")
+    assert label == "model: LSTM + (LSTM+Nd - LSTM) + (LSTM+Sup - LSTM) in s/token"
+    assert rate == pytest.approx(1 / (1 / 100 + (1 / 10 - 1 / 100) + (1 / 50 - 1 / 100)))
+    rate, label = gpu_rates.rate(record, "Tf+Nd@4,5")
+    assert label == "model: Tf + 2 x (Tf+Nd - Tf) in s/token"
+    assert rate == pytest.approx(1 / (1 / 80 + 2 * (1 / 20 - 1 / 80)))
+
+
+def test_the_cpu_estimate_says_when_a_throughput_is_modelled(monkeypatch):
+    from fruit.experiments import cost
+
+    names = {**cost.ARCHITECTURES, "Tf+Nd@4,5": "Tf(-,-,-,Nd,Nd)"}
+    monkeypatch.setattr(cost, "ARCHITECTURES", names)
+    profile = load_profile("smoke")
+    pairs = [("question-formation", "Tf"), ("question-formation", "Tf+Nd@4,5")]
+    monkeypatch.setattr(
+        cost, "pair_costs", lambda p, pairs, results: [_FakeCost(t, a) for t, a in pairs]
+    )
+    lines = cost.describe(profile, workers=2, pairs=pairs).splitlines()
+    modelled = [line for line in lines if "Tf+Nd@4,5" in line]
+    measured = [line for line in lines if "question-formation/Tf:" in line]
+    assert modelled and "throughput modelled, not measured" in modelled[0]
+    assert measured and "modelled" not in measured[0]
+
+
+class _FakeCost:
+    def __init__(self, task, arch):
+        self.task, self.architecture = task, arch
+        self.runs, self.core_hours, self.final_epochs_from = 2, 1.0, "assumed"
+        self.left_core_hours, self.taken_over = None, ()

@@ -271,6 +271,11 @@ def describe(
             line += f"; {c.recorded} recorded, {c.left_core_hours:.1f} core-hours left"
         if c.taken_over:
             line += f"; the same runs, to take over: {', '.join(c.taken_over)}"
+        if c.architecture not in TOKENS_PER_SECOND:  # as the GPU lines say it
+            line += (
+                f"; throughput modelled, not measured ({tokens_per_second(c.architecture):,.0f} "
+                "tokens/s from its description: fruit.experiments.cost.tokens_per_second)"
+            )
         lines.append(line)
     total = sum(c.core_hours for c in costs)
     runs = sum(c.runs for c in costs)

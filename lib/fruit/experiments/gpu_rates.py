@@ -135,8 +135,11 @@ def rate(record: CardRecord, arch: str) -> tuple[float | None, str]:
     if any(k not in measured for k in kinds):
         return None, "not measured"
     seconds = 1 / measured[stand_in] + sum(1 / measured[k] - 1 / measured[stand_in] for k in kinds)
-    if len(stacks) > 1:
-        words = f"{stand_in} + {len(stacks)} x ({kinds[0]} - {stand_in}) in s/token"
+    if len(stacks) > 1:  # each kind once, with how many layers of it: Tf + 2 x (Tf+Nd - Tf)
+        counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+        terms = [f"{n} x ({k} - {stand_in})" if n > 1 else f"({k} - {stand_in})"
+                 for k, n in counts.items()]  # fmt: skip
+        words = f"{stand_in} + {' + '.join(terms)} in s/token"
     else:
         words = f"as {kinds[0] if kinds else stand_in}"
     return 1 / seconds, f"model: {words}"
