@@ -69,6 +69,8 @@ def test_the_extending_tutorial_runs_as_written(tmp_path):
     text = "\n".join(outputs)
     # the dry-run plans and costs both new architectures on the new task
     assert "aux-fronting/Tf+Nd@4,5: 2 runs" in text and "aux-fronting/LSTM+Nd+Sup: 2 runs" in text
+    # the task derived from question formation generated its splits
+    assert (root / "data" / "main-negation" / "gen.tsv").is_file()
     # V from the task's own training file; its statistics, nothing published beside them
     assert "aux-fronting  V=" in text and "aux-fronting  train" in text
     # `fruit run` of the profile, reports included, wrote what `fruit report` writes
@@ -129,4 +131,5 @@ def test_the_contract_tests_hold_with_the_tutorials_extensions_registered(tmp_pa
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "[aux-fronting] PASSED" in done.stdout  # the contract ran over the new task too
+    assert "[aux-fronting] PASSED" in done.stdout  # the contract ran over the new tasks too
+    assert "[main-negation] PASSED" in done.stdout
