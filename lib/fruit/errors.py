@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import math
+import re
 
 # OSError numbers that mean "this place cannot be written": the message names the path
 # and the reason, in one line (fruit.cli, fruit.io.atomic_open).
@@ -57,16 +58,12 @@ class StorageError(FruitError):
 # Names of tasks, architectures and profiles become folder names (results/runs/<profile>/
 # <task>/<architecture>/): checked once where they are registered or read.
 NAME_CHARACTERS = "letters, digits and + @ , . _ -, starting with a letter or digit"
-_NAME = None
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9+@,._-]*")
 
 
 def check_name(kind: str, name) -> str:
     """``name`` if it may name a folder of run records, else a one-line FruitError that
     names the allowed characters."""
-    import re
-
-    global _NAME
-    _NAME = _NAME or re.compile(r"[A-Za-z0-9][A-Za-z0-9+@,._-]*")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise FruitError(
             f"{kind} name {name!r} may use only {NAME_CHARACTERS} (it names a folder of run "
