@@ -634,9 +634,15 @@ def test_paused_runs_resume_to_the_uninterrupted_result(
         if not run.paused:
             break
         pauses += 1
-        assert run.state.examples_seen > seen or budget <= 2
+        assert run.state.examples_seen > seen  # every call trains at least one batch
+        marker = json.loads((tmp_path / "paused" / "paused.json").read_text())
+        assert (marker["resumed_from"], marker["examples_seen"]) == (seen, run.state.examples_seen)
         assert not (tmp_path / "paused" / "metrics.json").exists()
-        assert training.train_run(config, tmp_path / "paused", stop_at=clock.now) is None
+        # a stop already past: still one batch, then the pause (a time-limited loop ends)
+        seen = run.state.examples_seen
+        assert training.train_run(config, tmp_path / "paused", stop_at=clock.now - 100) is None
+        marker = json.loads((tmp_path / "paused" / "paused.json").read_text())
+        assert marker["resumed_from"] == seen < marker["examples_seen"]
     assert pauses >= 4
     resumed = run.finish()
     assert without_timing(resumed) == without_timing(whole)
@@ -720,6 +726,46 @@ def test_a_run_resumed_by_another_commit_says_so_once(tmp_path, data_dir):
     metrics = training.train_run(config, run_dir, stop_at=None)
     (warning,) = metrics["warnings"]
     assert "resumed by commit " in warning and "started by 0123456" in warning
+
+
+def test_a_run_resumed_on_another_cpu_kind_or_device_says_so_and_the_captions_name_it(
+    tmp_path, data_dir
+):
+    """As for a commit: a run that started on another kind of CPU (model or vector width)
+    or another device than it resumes on says so once in warnings.log and metrics.json,
+    and the tables' captions name both CPUs and count the run as resumed elsewhere."""
+    from fruit.provenance import cpu_kind, provenance, resumed_elsewhere
+    from fruit.reporting.render import caption
+    from fruit.reporting.runs import load_runs
+    from fruit.reporting.tables import aggregate
+
+    here = cpu_kind(provenance("cpu"))
+    if here is None:
+        pytest.skip("this machine's CPU is not known: nothing to compare")
+    config = tiny_config(data_dir, checkpoint_every=30, max_epochs=2)
+    run_dir = tmp_path / "results" / "runs" / "smoke" / "question-formation" / "Tf" / "final-0"
+    pause = tmp_path / "PAUSE"
+    pause.touch()
+    training.open_run(config, run_dir).train(pause_file=pause)
+    # config.json now says the run started on another CPU kind, on a CUDA device
+    record = json.loads((run_dir / "config.json").read_text())
+    record["provenance"].update(cpu="Other CPU 9000", cpu_capability="AVX2", gpu="Some GPU")
+    record["device"] = "cuda:0"
+    (run_dir / "config.json").write_text(json.dumps(record))
+    for _ in range(2):  # two pauses: each warning once
+        training.open_run(config, run_dir).train(pause_file=pause)
+    pause.unlink()
+    metrics = training.train_run(config, run_dir, stop_at=None)
+    assert len(metrics["warnings"]) == 2, metrics["warnings"]
+    assert resumed_elsewhere(metrics["warnings"]) == {
+        "commit": [], "cpu": [here], "device": ["cpu"],
+    }  # fmt: skip
+    runs = load_runs(tmp_path / "results", "smoke")
+    (run,) = runs
+    assert run.moved and run.cpus == ["Other CPU 9000 (AVX2)", here]
+    text = caption(aggregate(runs, "question-formation", "smoke"))
+    assert f"CPUs {', '.join(sorted(['Other CPU 9000 (AVX2)', here]))}" in text
+    assert "1 run(s) resumed under another commit, CPU or device" in text
 
 
 # The training state in checkpoint.pt as the code has always written it: a plain dict with

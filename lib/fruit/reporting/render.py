@@ -46,7 +46,13 @@ def caption(table: Table) -> str:
         code = f"; code {', '.join(table.code)}" if table.code else ""
         # runs from CPUs of different kinds round differently: say so, as for commits
         cpus = f"; CPUs {', '.join(table.cpus)}" if len(table.cpus) > 1 else ""
-        text += f" (ours; {table.scale_note or f'profile {table.source}'}{code}{cpus})"
+        # a run resumed under another commit or on another CPU kind or device: named too
+        moved = (
+            f"; {table.moved} run(s) resumed under another commit, CPU or device"
+            if table.moved
+            else ""
+        )
+        text += f" (ours; {table.scale_note or f'profile {table.source}'}{code}{cpus}{moved})"
     else:
         text += " (numbers reported in the paper)"
     return text + "."

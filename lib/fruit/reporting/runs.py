@@ -19,6 +19,7 @@ from pathlib import Path
 from fruit.errors import FruitError, unknown_choice
 from fruit.io import read_json_record
 from fruit.names import ARCHITECTURES
+from fruit.provenance import cpu_kind, resumed_elsewhere
 from fruit.tasks import PAPER_TASKS, TASKS
 
 # Tables in the registry's order (fruit.tasks.TASKS: the paper's seven in the paper's
@@ -64,6 +65,24 @@ class RunResult:
     # the same run under another profile that this one took over (fruit.experiments.reuse;
     # config.json's record, which a run taken over unfinished and finished here keeps too)
     reused_from: str | None = None
+    # the commits, CPUs and devices it was resumed under after it started elsewhere
+    # (fruit.provenance.resumed_elsewhere of metrics.json's warnings); empty: none
+    resumed: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def codes(self) -> list[str]:
+        """The commits it was trained from: where it started, and any it resumed under."""
+        return [self.code, *(c for c in self.resumed.get("commit", []) if c != self.code)]
+
+    @property
+    def cpus(self) -> list[str]:
+        """The CPUs it was trained on: where it started, and any it resumed on."""
+        return [self.cpu, *(c for c in self.resumed.get("cpu", []) if c != self.cpu)]
+
+    @property
+    def moved(self) -> bool:
+        """Resumed under another commit, on another kind of CPU or on another device."""
+        return any(self.resumed.values())
 
     @property
     def status(self) -> str:
@@ -92,9 +111,7 @@ def _provenance(run_dir: Path) -> tuple[str, str, str | None]:
     code = "unrecorded"
     if isinstance(git, dict) and git.get("commit"):
         code = str(git["commit"])[:7] + ("+dirty" if git.get("dirty") else "")
-    cpu = str(prov.get("cpu") or "unrecorded")
-    if prov.get("cpu_capability"):
-        cpu += f" ({prov['cpu_capability']})"
+    cpu = cpu_kind(prov) or "unrecorded"
     return code, cpu, str(reused) if reused else None
 
 
@@ -216,11 +233,13 @@ def load_runs(
             if mismatches:
                 wrong.append(f"{metrics_path} holds {', '.join(mismatches)}")
         code, cpu, reused_from = _provenance(run_dir)
+        resumed = resumed_elsewhere((metrics or {}).get("warnings"))
         runs.append(
             RunResult(
-                run_dir, task, architecture, parsed[0], parsed[1], metrics, code, cpu, reused_from
+                run_dir, task, architecture, parsed[0], parsed[1], metrics, code, cpu,
+                reused_from, resumed,
             )
-        )
+        )  # fmt: skip
     if wrong:
         more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
         raise FruitError(

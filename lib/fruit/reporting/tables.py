@@ -102,6 +102,8 @@ class Table:
     description: str | None = None  # the profile's description (scale, data), for the note
     code: tuple[str, ...] = ()  # the commits the averaged runs were trained from
     cpus: tuple[str, ...] = ()  # the CPUs they were trained on (named when several)
+    # how many of them resumed under another commit, CPU kind or device than they started
+    moved: int = 0
 
     @property
     def title(self) -> str:
@@ -186,8 +188,9 @@ def aggregate(
                 unfinished=sum(r.status == "unfinished" for r in arch_runs),
             )
         )
-    used = sorted({r.code for r in runs if r.status == "complete"})
-    cpus = sorted({r.cpu for r in runs if r.status == "complete"})
+    complete = [r for r in runs if r.status == "complete"]
+    used = sorted({c for r in complete for c in r.codes})
+    cpus = sorted({c for r in complete for c in r.cpus})
     return Table(
         task,
         mark_best(rows, among=architectures),
@@ -195,6 +198,7 @@ def aggregate(
         source,
         code=tuple(used),
         cpus=tuple(cpus),
+        moved=sum(r.moved for r in complete),
     )
 
 

@@ -36,7 +36,7 @@ from fruit.profiles import (
     load_profile,
     run_folder,
 )
-from fruit.training.data import SPLIT_FIELDS, check_split_size
+from fruit.training.data import SPLIT_FIELDS, check_split_size, data_origin
 
 # RunConfig fields that, when None, come from the profile (fruit.profiles)
 PROFILE_FIELDS = (
@@ -305,6 +305,8 @@ def check_finished_settings(config: RunConfig, run_dir: Path, metrics: dict) -> 
     record = settings_record(config)
     try:
         old = read_config(run_dir)
+        if old is not None:  # config.json records the data its run found (data_origin)
+            record.update(data_origin(config.data_dir, config.task))
     except DamagedRecord as e:
         raise FruitError(
             f"{e}: it records the finished run's settings; restore it, or delete "

@@ -125,7 +125,8 @@ def prepare_data(
     ``data.json`` is taken as user-provided and used as it is; one with some files but
     not all four splits is never overwritten. Either way the folder is checked as a run
     will read it (``read_task_data``: format, markers, vocabulary, sizes), so a sweep
-    stops here, once, naming the file and line. Returns "found" or "generated".
+    stops here, once, naming the file and line. Returns "generated", "found", or for
+    a folder without data.json "found without data.json (...)".
     """
     from fruit.tasks import SPLITS, get_task
 
@@ -158,7 +159,10 @@ def prepare_data(
             return "found"
     elif have_splits:
         check_task_folder(folder, task, requested)  # a user's own files: checked once here
-        return "found"
+        return (
+            f"found without {DATA_MARKER} (not made by fruit: the runs record data_source "
+            f'"{UNRECORDED}" and no data seed)'
+        )
     if folder.is_dir() and any(folder.iterdir()):
         what = (
             "train.tsv is missing" if not (folder / "train.tsv").is_file() else "splits are missing"
@@ -210,6 +214,24 @@ def _make_data(out: Path, task, seed: int, sizes: dict, source: str, published_d
     record["sizes"] = counts
     record["published"] = str(where.resolve()) if where else "downloaded from the pinned commits"
     return record
+
+
+# data_source a run records when its data folder has no data.json: files fruit did not
+# make (a user's own, or copied without their record), whose seed cannot be known
+UNRECORDED = "unrecorded"
+
+
+def data_origin(data_dir, task_slug: str) -> dict:
+    """``data_seed`` and ``data_source`` as the data folder's ``data.json`` records them
+    (what a run's config.json records, rather than what its settings asked for); without
+    one, no seed and ``UNRECORDED``, so that no record claims a seed it did not use."""
+    folder = Path(data_dir) / task_slug
+    found = read_json_record(
+        folder / DATA_MARKER, f"remove the folder {folder} to have it made again"
+    )
+    if found is None:
+        return {"data_seed": None, "data_source": UNRECORDED}
+    return {"data_seed": found.get("seed"), "data_source": found.get("source", "generated")}
 
 
 def load_data(config: DataSettings) -> TaskData:

@@ -226,6 +226,7 @@ class Run:
         if bar is not None:
             bar.update(st.examples_seen)
         self.pacing = Pacing(st.seconds, stop_at, pause_file)
+        resumed_from = st.examples_seen  # the pause marker says how far this call went
         while (
             not self.paused and not st.stopped and st.diverged is None and st.epoch < c.max_epochs
         ):
@@ -237,7 +238,11 @@ class Run:
             st.seconds = self.pacing.elapsed()
             write_log(self.dir, st.log)
             self._save_checkpoint()
-            record = {"examples_seen": st.examples_seen, "stop_at": stop_at}
+            record = {
+                "examples_seen": st.examples_seen,
+                "resumed_from": resumed_from,
+                "stop_at": stop_at,
+            }
             atomic_write_json(self.dir / PAUSED_MARKER, record)
         else:
             if st.best is None and st.diverged is None:

@@ -14,11 +14,13 @@ from fruit.io import atomic_write_json, read_metrics
 from fruit.provenance import provenance
 from fruit.training import checkpoints
 from fruit.training.config import evaluation_settings, settings_record
+from fruit.training.data import data_origin
 
 
 def config_record(run) -> dict:
     """config.json: every setting, and what the run made of them (d, parameters, V)."""
     record = settings_record(run.config)
+    record.update(data_origin(run.config.data_dir, run.config.task))  # what made the data
     record.update(
         device=str(run.device),
         d=getattr(run.model, "d", None),

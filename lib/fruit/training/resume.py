@@ -1,9 +1,9 @@
 """Opening a run folder again (docs/contracts.md §5): record or check ``config.json``,
 resume from ``checkpoint.pt``, or -- when either record of an unfinished run is damaged --
 keep it as ``<name>.damaged`` and train from scratch, with a warning in warnings.log.
-A finished run's records are never replaced. A run resumed by another commit of the code
-than the one config.json says started it gets a warning too: its numbers may then differ
-from those of an uninterrupted run at either commit."""
+A finished run's records are never replaced. A run resumed by another commit of the code,
+on another kind of CPU or on another device than config.json says started it gets a
+warning too: its numbers may then differ from those of an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 
 from fruit.errors import FruitError
 from fruit.io import CHECKPOINT, RESUME_FILES, DamagedRecord
+from fruit.provenance import resume_warnings
 from fruit.training import checkpoints
 from fruit.training.checkpoints import write_log
 from fruit.training.config import read_config, write_or_check_config
@@ -26,7 +27,7 @@ def open_folder(run) -> None:
     example the run reads, ``fruit.training.data.data_digest``); otherwise the data
     folder's path must be the one config.json records."""
     record = config_record(run)
-    ignored = frozenset({"data_dir"}) if _same_data_elsewhere(run, record) else frozenset()
+    ignored = DATA_RECORD if _same_data_elsewhere(run, record) else frozenset()
     try:
         write_or_check_config(run.dir, record, ignored)
     except DamagedRecord as e:
@@ -49,35 +50,38 @@ def open_folder(run) -> None:
             restart(run, f"checkpoint.pt could not be restored ({reason})", CHECKPOINT)
         else:
             write_log(run.dir, run.state.log)
-            warn_if_other_commit(run, record["provenance"]["git"]["commit"])
+            warn_if_resumed_elsewhere(run, record)
+
+
+# what config.json says of the data folder: its path, and the seed and source of the data
+# as its data.json records them (fruit.training.data.data_origin)
+DATA_RECORD = frozenset({"data_dir", "data_seed", "data_source"})
 
 
 def _same_data_elsewhere(run, record: dict) -> bool:
-    """The unfinished run's data folder moved (config.json records another path) and
-    its checkpoint says the data there are the ones it trained on."""
+    """The unfinished run's data folder moved or lost its data.json (config.json records
+    another path, seed or source) and its checkpoint says the data there are the ones it
+    trained on (config.json keeps what it recorded of them)."""
     try:
         old = read_config(run.dir)
     except DamagedRecord:
         return False
-    moved = old is not None and old.get("data_dir") != record.get("data_dir")
+    moved = old is not None and any(old.get(k) != record.get(k) for k in DATA_RECORD)
     if not moved or run.finished or not (run.dir / CHECKPOINT).is_file():
         return False
     return checkpoints.saved_data_digest(run.dir) == run.data_digest
 
 
-def warn_if_other_commit(run, commit: str | None) -> None:
-    """Resuming with code of another commit than the run started with: say so once, in
-    warnings.log and so in metrics.json (no check where either commit is unknown, e.g.
-    outside a git checkout)."""
-    started = (read_config(run.dir) or {}).get("provenance", {}).get("git", {}).get("commit")
-    if not (commit and started) or commit == started:
-        return
-    message = (
-        f"resumed by commit {commit[:7]}, started by {started[:7]}: the code changed in "
-        "between, so the result may differ from an uninterrupted run at either commit"
-    )
-    if not any(line.endswith(message) for line in checkpoints.read_warnings(run.dir)):
-        run.warn(message)
+def warn_if_resumed_elsewhere(run, record: dict) -> None:
+    """Resuming with code of another commit, on another kind of CPU or on another device
+    than the run started with (config.json's record of its first attempt): say so once, in
+    warnings.log and so in metrics.json, where the tables' captions find it
+    (``fruit.provenance.resumed_elsewhere``)."""
+    started = read_config(run.dir) or {}
+    said = checkpoints.read_warnings(run.dir)
+    for message in resume_warnings(started, record):
+        if not any(line.endswith(message) for line in said):
+            run.warn(message)
 
 
 def restart(run, reason: str, damaged: str) -> None:
