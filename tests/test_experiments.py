@@ -488,7 +488,7 @@ def test_task_architectures_and_data_source(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45), ("600", 600), ("1.5h", 5400)],
+    [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("150s", 150), ("600", 600), ("1.5h", 5400)],
 )
 def test_time_limits_parse(text, seconds):
     from fruit.commands.run import parse_duration
@@ -496,7 +496,7 @@ def test_time_limits_parse(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "2x", "h", "-5", "0", "1d", "1s", "29"])
+@pytest.mark.parametrize("text", ["", "2x", "h", "-5", "0", "1d", "1s", "29", "45s", "119"])
 def test_bad_time_limits_are_refused(text):
     from fruit.commands.run import parse_duration
 
@@ -760,6 +760,11 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
     assert Sweep.stop_at_for(sweep, de_run) == deadline - (1.5 * 7.0 + 60.0)
     progress.add_run(tense_run, 30.0, epochs=3.0, evaluation_seconds=3000.0)
     assert Sweep.stop_at_for(sweep, tense_run) == deadline - limit / 2  # at most half
+    # under a short limit the extra is a tenth of it (2 minutes: 12 s, not 60)
+    short = SimpleNamespace(
+        deadlines=Deadlines(120.0, deadline, deadline - 12.0), progress=progress
+    )
+    assert Sweep.stop_at_for(short, de_run) == deadline - (1.5 * 7.0 + 12.0)
     no_limit = SimpleNamespace(deadlines=Deadlines.starting_now(None), progress=progress)
     assert Sweep.stop_at_for(no_limit, de_run) is None
 

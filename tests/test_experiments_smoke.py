@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"
 
 
-def _metrics(results: Path) -> dict[str, dict]:
-    runs = results / "runs" / "smoke"
+def _metrics(results: Path, profile: str = "smoke") -> dict[str, dict]:
+    runs = results / "runs" / profile
     found = {}
     for path in sorted(runs.glob("*/*/*/metrics.json")):
         m = json.loads(path.read_text())
@@ -105,45 +105,61 @@ def _half_written(results: Path) -> list[Path]:
     return bad
 
 
-@pytest.mark.timeout(1200)  # several sweeps; minutes on a loaded machine
-def test_time_limited_calls_finish_the_sweep_with_the_uninterrupted_metrics(
-    local_smoke, tmp_path: Path
-):
-    from fruit.commands.run import EXIT_PAUSED
+# The smoke profile with 4 search trials a pair: 10 runs, more than one call under the
+# shortest --time-limit takes on one worker (a run is 8-25 s here, mostly its kernel's start)
+LOOP_PROFILE = (
+    (REPO / "lib" / "fruit" / "profiles" / "smoke.toml")
+    .read_text()
+    .replace('name = "smoke"', 'name = "smoke-loop"')
+    .replace("trials = 2", "trials = 4")
+)
 
-    home, _, _ = local_smoke
+
+@pytest.mark.timeout(1800)  # several sweeps; minutes on a loaded machine
+def test_an_until_loop_at_the_shortest_time_limit_ends_with_the_uninterrupted_records(
+    tmp_path: Path,
+):
+    """`until fruit run ... --time-limit 2m; [ $? -ne 75 ]; do :; done` at the documented
+    minimum ends, with exit 0 and the records of an uninterrupted sweep: every call
+    under the limit starts and moves on at least one run (exit 75), until none is left."""
+    from fruit.commands.run import EXIT_PAUSED, MIN_TIME_LIMIT
+
+    assert "trials = 4" in LOOP_PROFILE and '"smoke-loop"' in LOOP_PROFILE
+    profile = tmp_path / "smoke-loop.toml"
+    profile.write_text(LOOP_PROFILE)
+    common = ("--profile", str(profile), "--device", "cpu", "--notebook", str(NOTEBOOK))
+    whole = tmp_path / "whole" / "results"
+    out = fruit_run(*common, "--workers", "2", "--results", str(whole), "--skip-reports",
+                    cwd=tmp_path, timeout=900)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+
     cwd, results = tmp_path / "cwd", tmp_path / "x" / "results"
     cwd.mkdir()
-    limit = 40.0  # seconds: the smoke sweep needs several such calls (on a quiet machine)
+    limit = f"{MIN_TIME_LIMIT / 60:g}m"  # the documented minimum (README, --help)
+    assert limit == "2m"
     calls = []
-    for _ in range(12):
-        finished = len(_metrics(results)) if results.exists() else 0
+    while True:  # the documented loop: again while the exit status is 75
         start = time.monotonic()
-        out = fruit_run(
-            "--profile", "smoke", "--workers", "2", "--device", "cpu", "--notebook", str(NOTEBOOK),
-            "--results", str(results), "--time-limit", f"{limit:g}s", cwd=cwd, timeout=300,
-        )  # fmt: skip
+        out = fruit_run(*common, "--workers", "1", "--results", str(results),
+                        "--time-limit", limit, cwd=cwd, timeout=600)  # fmt: skip
         seconds = time.monotonic() - start
         assert not _half_written(results), out.stdout
         calls.append((seconds, out.stdout))
-        if "time limit reached" not in out.stdout:
-            assert out.returncode == 0, out.stdout + out.stderr
+        if out.returncode != EXIT_PAUSED:
             break
-        assert out.returncode == EXIT_PAUSED, out.stdout + out.stderr  # runs left: try again
+        assert "time limit reached" in out.stdout and "tables and figures not made" in out.stdout
         # the limit counts from the command's start; allow the interpreter's start-up
-        assert seconds < limit + 5, out.stdout
-        assert "tables and figures not made" in out.stdout
-        if len(_metrics(results)) == finished:
-            limit *= 1.5  # a loaded machine: no run fitted, give the next call more time
-    assert len(calls) >= 2, "the limit never bit: make it smaller"
-    assert "time limit reached" not in calls[-1][1]
-    assert _metrics(results) == _metrics(home / "results")
+        assert seconds < MIN_TIME_LIMIT + 5, out.stdout
+        assert len(calls) < 8, "the loop does not end: " + out.stdout
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(calls) >= 2, "the limit never bit: give the loop's profile more runs"
+    assert _metrics(results, "smoke-loop") == _metrics(whole, "smoke-loop")
     # everything went to the folders named (--results) or defaulted (data/ in the working
     # folder; figures/ beside the results, never the working folder's)
     assert sorted(p.name for p in cwd.iterdir()) == ["data"]
     assert sorted(p.name for p in results.parent.iterdir()) == ["figures", "results"]
-    assert list((results.parent / "figures" / "smoke").glob("*.png"))
-    assert (results / "tables" / "smoke" / "claims.md").is_file()
+    assert list((results.parent / "figures" / "smoke-loop").glob("*.png"))
+    assert (results / "tables" / "smoke-loop" / "claims.md").is_file()
 
 
 @pytest.mark.slow
@@ -314,6 +330,96 @@ def test_a_signal_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tm
     assert again.returncode == 0, again.stdout + again.stderr
     assert "paused on request" not in again.stdout
     assert _metrics(results) == ours
+
+
+@pytest.mark.timeout(900)
+def test_a_second_sigterm_stops_at_once_with_143_in_one_line(local_smoke, tmp_path):
+    """The first SIGTERM pauses; a second one, before the runs have paused, stops at once:
+    the cluster is closed on the way out (no process left, no leaked-semaphore warning),
+    one line says so, and the exit status is 143 = 128 + SIGTERM (README's table)."""
+    home, _, _ = local_smoke
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "2",
+         "--device", "cpu", "--notebook", str(NOTEBOOK), "--results", str(results),
+         "--architecture", "Tf+Sup", "--skip-reports"],
+        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not list(results.glob("runs/smoke/*/*/*/runner.log")):  # a run has started
+            assert proc.poll() is None and time.monotonic() < deadline, "no run started"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=120)[0].decode()
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM == 143, out
+    assert seconds < 30, f"ended {seconds:.0f} s after the second signal:\n{out}"
+    assert "fruit: stopped at once by a second SIGTERM" in out, out
+    assert "Traceback" not in out and "leaked semaphore" not in out, out
+    gone, alive = psutil.wait_procs(_group(proc.pid), timeout=15)
+    assert not alive, f"processes of the sweep outlived it: {alive}"
+
+
+@pytest.mark.timeout(900)
+def test_ctrl_c_during_the_reports_stops_them_and_exits_75(local_smoke, tmp_path):
+    """Every run recorded, the report notebook running: Ctrl-C stops the reports within
+    seconds (not when they end), says how to make them, and exits 75 (the same command
+    goes on: here, with the reports); nothing is half-written, no process is left."""
+    import shutil
+
+    from fruit.commands.run import EXIT_PAUSED
+
+    home, _, _ = local_smoke
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    shutil.copy(NOTEBOOK, notebooks / "train.ipynb")
+    slow = json.loads((NOTEBOOK.parent / "report.ipynb").read_text())
+    slow["cells"].insert(
+        1,
+        {"cell_type": "code", "id": "planted", "metadata": {}, "execution_count": None,
+         "outputs": [], "source": ["import time; time.sleep(600)"]},
+    )  # fmt: skip
+    (notebooks / "report.ipynb").write_text(json.dumps(slow))
+    tables = tmp_path / "results" / "tables"
+    results = tmp_path / "results"
+    shutil.copytree(home / "results" / "runs", results / "runs")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "1",
+         "--device", "cpu", "--notebook", str(notebooks / "train.ipynb"),
+         "--results", str(results)],
+        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        executed = results / "notebooks" / "smoke" / "report.ipynb"
+        while not executed.exists():  # papermill writes the copy as it starts the kernel
+            assert proc.poll() is None and time.monotonic() < deadline, "no report started"
+            time.sleep(0.1)
+        time.sleep(3)  # into the planted cell
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out = proc.communicate(timeout=120)[0].decode()
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == EXIT_PAUSED, out
+    assert seconds < 30, f"ended {seconds:.0f} s after Ctrl-C:\n{out}"
+    assert "SIGINT: stopping the reports" in out and "pausing every run" not in out, out
+    assert "reports stopped: every run is recorded" in out and "fruit report" in out, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert not list(tables.rglob("*.tmp")) and not _half_written(results)
+    gone, alive = psutil.wait_procs(_group(proc.pid), timeout=15)
+    assert not alive, f"processes of the sweep outlived it: {alive}"
 
 
 def _group(pgid: int) -> list[psutil.Process]:

@@ -101,10 +101,17 @@ def test_a_sweep_stopped_early_ends_with_what_is_left_not_with_nothing(tmp_path:
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])
     profile = _profile(tmp_path, trials=3, runs=1)
+    from fruit.commands.run import exit_status
+
     result, out = _sweep(tmp_path, cluster, profile, time_limit=1.0)  # over at once
     assert result.trained == 0 and result.left == 8 and "time limit reached" in out, out
     last = [line for line in out.splitlines() if line.startswith("[fake]")][-1]
     assert "left 8 of 8" in last and last.endswith("remaining ~0:00:01"), out
+    # nothing started or moved on: the same command would end the same way, so `fruit
+    # run` ends with 2 and a reason, not with 75 ("go on"): an `until` loop ends
+    assert result.stalled and exit_status(result) == 2, out
+    assert "no run started, moved on or finished in this call" in out
+    assert "the same command goes on" not in out
 
     result, out = _sweep(tmp_path, cluster, profile)
     assert result.complete, out

@@ -17,14 +17,31 @@ from fruit.experiments.gpu_sharing import check_gpu_options
 
 # fruit run's exit status: every planned run finished (and the reports were made) 0; a
 # run failed or a pair was skipped 1; bad input 2 (fruit.cli); paused with runs left (a
-# time limit, SIGTERM, Ctrl-C, the PAUSE file) 75, EX_TEMPFAIL of sysexits.h: "try
-# again", the same command goes on from there; stopped at once by a second signal 130.
+# time limit, SIGTERM, Ctrl-C, the PAUSE file), or the reports stopped by one, 75,
+# EX_TEMPFAIL of sysexits.h: "try again", the same command goes on from there; stopped at
+# once by a second signal 128 + its number, as a shell reports a command a signal ended:
+# 130 (Ctrl-C), 143 (SIGTERM).
 EXIT_PAUSED = 75
-EXIT_STOPPED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
-# The shortest --time-limit: a LocalCluster starts in seconds, a run's kernel needs
-# RUN_START_SECONDS (fruit.experiments.worker) before its first batch, and closing down
-# keeps 5 s at least (fruit.experiments.deadlines.Deadlines).
-MIN_TIME_LIMIT = 30.0
+EXIT_STOPPED = 130  # 128 + SIGINT
+
+
+class SecondSignal(KeyboardInterrupt):
+    """A second SIGINT or SIGTERM while the first one pauses the sweep: stop at once (the
+    cluster is closed on the way out); ``signum`` gives the exit status, 128 + it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+# The shortest --time-limit: what a run needs to start under it. Under a limit T, a run
+# whose pair has a recorded final evaluation must pause up to T/2 before the end (its
+# evaluation's reserve) less the time to close down (at most 5 % of T, 5 s at least;
+# fruit.experiments.deadlines.Deadlines), and it is not started in the last
+# RUN_START_SECONDS before that (fruit.experiments.worker); the workers and the data check
+# take up to about 20 s on a loaded two-core machine. At 2 minutes a run can still start
+# 34 s in and train before it pauses; below that, a call could end having started nothing.
+MIN_TIME_LIMIT = 120.0
 
 
 def default_notebook() -> Path:
@@ -67,8 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-limit",
         metavar="DURATION",
-        help="end by itself before this much time (e.g. 2h, 90m, 1h30m, 600s): runs pause "
-        "resumably, finished ones stay recorded, and the same command goes on later",
+        help="end by itself before this much time (e.g. 2h, 90m, 1h30m, 600s; at least 2m, "
+        "what a run needs to start): runs pause resumably, finished ones stay recorded, and "
+        "the same command goes on later (exit 75)",
     )
     parser.add_argument(
         "--task",
@@ -196,6 +214,31 @@ def selected_pairs(profile, tasks, architectures):
     )
 
 
+def check_notebook(path: str, option: str) -> None:
+    """``path`` is a Jupyter notebook that papermill can give parameters to (a cell tagged
+    "parameters"): said before any worker starts, not by every run failing."""
+    import json
+
+    try:
+        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        why = getattr(e, "strerror", None) or type(e).__name__
+        raise FruitError(f"{option} {path}: not a Jupyter notebook ({why})") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise FruitError(f"{option} {path}: not a Jupyter notebook (no cells)")
+    tagged = any(
+        "parameters" in ((c.get("metadata") or {}).get("tags") or [])
+        for c in cells
+        if isinstance(c, dict)
+    )
+    if not tagged:
+        raise FruitError(
+            f"{option} {path}: no cell tagged 'parameters', so papermill cannot give a run "
+            "its settings; tag the cell of defaults (as notebooks/train.ipynb does)"
+        )
+
+
 def parse_duration(text: str) -> float:
     """Seconds in '2h', '90m', '1h30m', '45s' or a plain number of seconds."""
     value = text.strip().lower()
@@ -215,9 +258,9 @@ def parse_duration(text: str) -> float:
         raise FruitError(f"--time-limit must be positive, not {text!r}")
     if seconds < MIN_TIME_LIMIT:
         raise FruitError(
-            f"--time-limit {text!r} is too short: starting the workers and a run's kernel "
-            f"and closing down take about {MIN_TIME_LIMIT:g} s; give at least "
-            f"{MIN_TIME_LIMIT:g}s, e.g. 30m"
+            f"--time-limit {text!r} is too short for a run to start under it (the workers, "
+            f"a run's kernel and the reserves for its evaluation and for closing down); give "
+            f"at least {MIN_TIME_LIMIT / 60:g}m, e.g. 30m"
         )
     return seconds
 
@@ -241,6 +284,8 @@ def main(args: argparse.Namespace) -> int:
     only = selected_pairs(profile, args.task, args.architecture)
     check_options_take_effect(args, profile)
     check_run_options(args)  # the device once, worker counts, writable folders
+    if args.notebook:
+        check_notebook(args.notebook, "--notebook")
     check_gpu_options(args)
     if args.dry_run:
         from fruit.experiments.capacity import dry_run_capacity
@@ -282,13 +327,14 @@ def main(args: argparse.Namespace) -> int:
         print(note, flush=True)
     try:
         return _sweep(args, profile, cluster, time_limit, started, only, allocator)
-    except KeyboardInterrupt:  # a second Ctrl-C (the first pauses): the cluster is closed
+    except KeyboardInterrupt as e:  # a second signal (the first pauses): cluster closed
+        signum = getattr(e, "signum", signal.SIGINT)
         print(
-            "fruit: stopped at once; the same command goes on, each unfinished run from its "
-            "last checkpoint",
+            f"fruit: stopped at once by a second {signal.Signals(signum).name}; the same "
+            "command goes on, each unfinished run from its last checkpoint",
             file=sys.stderr,
         )
-        return EXIT_STOPPED
+        return 128 + signum
 
 
 def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
@@ -316,6 +362,9 @@ def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
             result = sweep.run()
     finally:
         cluster.close()
+    if result.stalled:
+        ready = None if sweep.ready_at is None else sweep.ready_at - started
+        print(stalled_message(args.time_limit, ready), file=sys.stderr)
     return exit_status(result)
 
 
@@ -329,10 +378,33 @@ def _time_left(time_limit: float | None, started: float) -> float | None:
 
 
 def exit_status(result) -> int:
-    """0 finished, 1 a run failed or a pair was skipped, ``EXIT_PAUSED`` runs left."""
+    """0 finished, 1 a run failed or a pair was skipped, ``EXIT_PAUSED`` runs left, 2 (bad
+    input: the time limit) when runs are left and nothing moved on under the limit, so
+    that the same command would end the same way again."""
     if not result.ok:
         return 1
-    return 0 if result.complete else EXIT_PAUSED
+    if result.stalled:
+        return 2
+    return 0 if result.complete and not result.reports_stopped else EXIT_PAUSED
+
+
+def stalled_message(time_limit: str, startup: float | None) -> str:
+    """The one line of a call that started, advanced and finished nothing under its
+    time limit (``SweepResult.stalled``); ``startup``: seconds until the data was ready
+    (None: it never was)."""
+    from fruit.experiments.worker import RUN_START_SECONDS
+
+    took = (
+        "the limit ended before the data was ready"
+        if startup is None
+        else (f"the workers and the data were ready after {startup:.0f} s")
+    )
+    return (
+        f"fruit: error: no run could start, move on or finish under --time-limit {time_limit} "
+        f"({took}; a run starts only up to {RUN_START_SECONDS:g} s before it must pause, "
+        f"which is its evaluation's reserve and the closing down before the limit): the same "
+        f"command would end the same way; give a longer --time-limit"
+    )
 
 
 @contextlib.contextmanager
@@ -344,11 +416,20 @@ def _pause_on_sigterm(sweep):
     signals = (signal.SIGTERM, signal.SIGINT)
 
     def pause(signum, frame):
-        for s, handler in zip(signals, previous):
-            signal.signal(s, handler)
+        for s in signals:
+            signal.signal(s, stop)
         name = signal.Signals(signum).name
+        if sweep.stage == "reports":  # every run is recorded: the reports stop
+            print(f"{name}: stopping the reports (a second {name} stops at once)", flush=True)
+            sweep.stop_reports()
+            return
         print(f"{name}: pausing every run (a second {name} stops at once)", flush=True)
         sweep.request_pause()
+
+    def stop(signum, frame):
+        for s, handler in zip(signals, previous):  # a third one: as without fruit
+            signal.signal(s, handler)
+        raise SecondSignal(signum)
 
     previous = [signal.signal(s, pause) for s in signals]
     try:

@@ -11,8 +11,9 @@ import time
 
 # A run whose pair has a recorded final evaluation stops training this long before the
 # deadline: its longest evaluation times EVALUATION_MARGIN, plus EVALUATION_EXTRA seconds
-# for the notebook's last cells and the kernel's end (evaluations under load vary: the
-# claims campaign's tense Tf+Nd runs took 419-464 s, its Tf runs 88-113 s).
+# (a tenth of a shorter limit) for the notebook's last cells and the kernel's end
+# (evaluations under load vary: the claims campaign's tense Tf+Nd runs took 419-464 s,
+# its Tf runs 88-113 s). At most half the limit.
 EVALUATION_MARGIN = 1.5
 EVALUATION_EXTRA = 60.0
 
@@ -54,11 +55,12 @@ class Deadlines:
     def stop_at_for(self, evaluation: float | None) -> float | None:
         """When a run must pause to evaluate before the deadline: where its pair has a
         recorded final evaluation of ``evaluation`` seconds, that x ``EVALUATION_MARGIN``
-        + ``EVALUATION_EXTRA`` (at most half the limit) before the deadline; else
-        ``stop_at``."""
+        + ``EVALUATION_EXTRA`` (or a tenth of the limit, if less; at most half the limit)
+        before the deadline; else ``stop_at``."""
         if self.deadline is None or self.time_limit is None:
             return None
         if evaluation is None:
             return self.stop_at
-        reserve = EVALUATION_MARGIN * evaluation + EVALUATION_EXTRA
+        extra = min(EVALUATION_EXTRA, 0.1 * self.time_limit)
+        reserve = EVALUATION_MARGIN * evaluation + extra
         return self.deadline - min(reserve, 0.5 * self.time_limit)

@@ -29,6 +29,18 @@ class SweepResult:
     left: int = 0  # runs not finished when a time limit ended the sweep
     reports: list[Path] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    # a run finished, or trained further before it paused, or a data folder was made, in
+    # this call; with a time limit and runs left, a call without any is stalled: the same
+    # command would do nothing again (``stalled``)
+    progressed: bool = False
+    time_limited: bool = False  # the sweep ended at its time limit (not on request)
+    reports_stopped: bool = False  # a signal stopped the reports (every run is recorded)
+
+    @property
+    def stalled(self) -> bool:
+        """Runs are left, the time limit ended the sweep, and nothing moved on: a call
+        under the same limit would end the same way (``fruit run`` exits 2, not 75)."""
+        return self.ok and self.left > 0 and self.time_limited and not self.progressed
 
     @property
     def ok(self) -> bool:
@@ -58,9 +70,11 @@ class SweepResult:
         if self.left and limited:
             paused = f" ({len(self.paused)} paused mid-run)" if self.paused else ""
             why = "paused on request" if on_request else "time limit reached"
+            goes_on = "the same command goes on from here"
+            if self.stalled:
+                goes_on = "but no run started, moved on or finished in this call"
             lines.append(
-                f"{why}: {self.left} run(s) left{paused}; every finished run "
-                "is recorded, and the same command goes on from here"
+                f"{why}: {self.left} run(s) left{paused}; every finished run is recorded, {goes_on}"
             )
         for name in self.paused:
             lines.append("  " + describe_paused(runs_root / name, train_size))

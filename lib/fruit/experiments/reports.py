@@ -6,6 +6,7 @@ executed copy goes to ``results/notebooks/<profile>/report.ipynb``.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,11 @@ from fruit.errors import FruitError, StageFailed
 from fruit.experiments.worker import RunFailed, execute_report
 
 REPORT_NOTEBOOK = "report"
+POLL_SECONDS = 0.2  # how often the wait for the report notebook looks for a stop
+
+
+class ReportsStopped(Exception):
+    """A signal stopped the report notebook (every run is recorded)."""
 
 
 def profile_reference(profile) -> str:
@@ -45,10 +51,12 @@ def run_reports(
     allocator: dict[str, str],
     resources: dict | None,
     say: Callable[[str], None],
+    stopped: Callable[[], bool] = lambda: False,
 ) -> list[Path]:
     """Execute the report notebook found in ``notebook_dir`` (next to the train notebook)
     on ``client``'s cluster for ``profile`` (``fruit.profiles.Profile``); returns the
-    executed copy's path. A failing report is a ``StageFailed`` (exit status 1)."""
+    executed copy's path. A failing report is a ``StageFailed`` (exit status 1); a wait
+    that ``stopped()`` ends (a signal) is ``ReportsStopped`` (exit status 75)."""
     source = notebook_dir / f"{REPORT_NOTEBOOK}.ipynb"
     if not source.is_file():
         raise FruitError(
@@ -74,6 +82,14 @@ def run_reports(
         pure=False,
         resources=resources,
     )
+    while not future.done():  # a stop (SIGINT, SIGTERM) ends the wait, not the notebook's end
+        if stopped():
+            future.cancel()
+            raise ReportsStopped(
+                "reports stopped: every run is recorded; the same command (or `fruit report "
+                f"--profile {profile_reference(profile)} --results {results_dir}`) makes them"
+            )
+        time.sleep(POLL_SECONDS)
     made = future.result()
     if isinstance(made, RunFailed):
         raise StageFailed(f"the reports failed after every run finished: {made}")

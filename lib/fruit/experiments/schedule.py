@@ -151,8 +151,10 @@ class Schedule:
             self.queue.unfinished.append(spec)
             if seconds > 0:
                 self.result.paused.append(spec.name)
+            self.result.progressed |= bool(getattr(outcome, "progressed", seconds > 0))
             return
         self.result.trained += 1
+        self.result.progressed = True
         self.progress.done += 1
         trained = metrics.get("train_seconds")  # all attempts (``seconds``: this one's)
         if not (isinstance(trained, (int, float)) and trained > 0):

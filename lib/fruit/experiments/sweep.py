@@ -42,7 +42,7 @@ from fruit.experiments.deadlines import Deadlines
 from fruit.experiments.outcome import SweepResult
 from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
 from fruit.experiments.progress import Progress
-from fruit.experiments.reports import run_reports
+from fruit.experiments.reports import ReportsStopped, run_reports
 from fruit.experiments.reuse import same_run_elsewhere, take_over
 from fruit.experiments.run_state import check_records_agree
 from fruit.experiments.schedule import Schedule, planned_runs
@@ -67,11 +67,14 @@ def _prepare_data_on_worker(*args) -> str | FruitError:
         return e
 
 
-def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say, wait) -> bool:
+def prepare_data(
+    client, profile: Profile, tasks, data_dir: Path, published, say, wait
+) -> list[str] | None:
     """Each task's data folder made (or checked) once, one Dask task per task, before any
     run starts; bad input (no network, a folder without the published files) ends the
-    sweep with its one line. ``wait(futures)`` waits for them (``watch.wait_for``); False
-    when a pause request or the time limit came first."""
+    sweep with its one line. ``wait(futures)`` waits for them (``watch.wait_for``). What
+    was done for each task ("generated", "found", ...); None when a pause request or the
+    time limit came first."""
     futures = {
         task: client.submit(
             _prepare_data_on_worker,
@@ -87,7 +90,8 @@ def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say
         for task in tasks
     }
     if not wait(list(futures.values())):
-        return False
+        return None
+    outcomes = []
     for task, future in futures.items():
         try:
             outcome = future.result()
@@ -96,7 +100,8 @@ def prepare_data(client, profile: Profile, tasks, data_dir: Path, published, say
         if isinstance(outcome, FruitError):  # bad input, said in one line
             raise outcome
         say(f"data {task}: {outcome} in {data_dir / task}")
-    return True
+        outcomes.append(outcome)
+    return outcomes
 
 
 class Sweep:
@@ -161,6 +166,9 @@ class Sweep:
         self._token = uuid.uuid4().hex[:8]
         self._start = time.monotonic()
         self.progress: Progress | None = None  # set by run(): what the runs have taken
+        self.ready_at: float | None = None  # set by run(): time.time() the data was ready
+        self.stage = "runs"  # then "reports" (what a signal stops: fruit.commands.run)
+        self._reports_stopped = False
 
     # -- helpers ----------------------------------------------------------------
 
@@ -231,6 +239,7 @@ class Sweep:
 
     def run(self) -> SweepResult:
         self._start = time.monotonic()
+        self.stage, self._reports_stopped = "runs", False
         self.deadlines = Deadlines.starting_now(self.time_limit)
         self.paused_on_request = False
         self.runs_root.mkdir(parents=True, exist_ok=True)
@@ -255,13 +264,16 @@ class Sweep:
         )
         tasks = dict.fromkeys(t for t, _ in self.pairs)
         wait = lambda futures: wait_for(futures, self)  # noqa: E731
-        ready = prepare_data(
+        made = prepare_data(
             self.client, profile, tasks, self.data_dir, self.published_dir, self.say, wait
         )
-        if not ready:
+        if made is None:
             self.say("stopped before the data was ready (pause request or time limit)")
-        schedule.execute(start=ready)
+        self.ready_at = None if made is None else time.time()
+        result.progressed = made is not None and "generated" in made
+        schedule.execute(start=made is not None)
         self.paused_on_request = self.pausing()
+        result.time_limited = self.time_limit is not None and not self.paused_on_request
         self.pause_file.unlink(missing_ok=True)  # done: the next call starts afresh
 
         result.seconds = time.monotonic() - self._start
@@ -273,7 +285,12 @@ class Sweep:
             self.say(line)
         if self.reports:
             if result.complete:
-                result.reports = self.run_reports()
+                self.stage = "reports"
+                try:
+                    result.reports = self.run_reports()
+                except ReportsStopped as e:
+                    result.reports_stopped = True
+                    self.say(str(e))
             elif result.ok:
                 self.say("tables and figures not made: runs are left (see above)")
             else:
@@ -291,6 +308,11 @@ class Sweep:
     def pausing(self) -> bool:
         return self.pause_file.exists()
 
+    def stop_reports(self) -> None:
+        """Stop the report notebook (a signal during the reports: every run is already
+        recorded, and the same command, or `fruit report`, makes them later)."""
+        self._reports_stopped = True
+
     def run_reports(self) -> list[Path]:
         """Execute report.ipynb (next to the train notebook) on the cluster: the same
         ``fruit.reporting.report`` as ``fruit report``; its executed copy goes to
@@ -305,4 +327,5 @@ class Sweep:
             allocator=self.allocator,
             resources=self.cluster.resources,
             say=self.say,
+            stopped=lambda: self._reports_stopped,
         )

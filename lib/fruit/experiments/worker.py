@@ -22,7 +22,14 @@ from typing import Any
 from fruit.experiments.attempts import RUNNER_LOG, attempt_history, kept_notebook_name
 from fruit.experiments.deadlines import Deadlines
 from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, gpu_count, gpu_of_worker
-from fruit.io import PAUSED_MARKER, WARNINGS_LOG, read_metrics, remove_leftovers
+from fruit.io import (
+    PAUSED_MARKER,
+    WARNINGS_LOG,
+    DamagedRecord,
+    read_json_record,
+    read_metrics,
+    remove_leftovers,
+)
 
 EXECUTED_NOTEBOOK = "train.ipynb"
 # The kernel's own chatter (e.g. "running over TCP without encryption" on every start)
@@ -62,17 +69,39 @@ class RunFailed(Exception):
 
 class RunOutcome(tuple):
     """What ``execute_run`` returns: ``(metrics, seconds)`` (metrics None: paused or not
-    started), and ``job_ending``: the run stopped, or did not start, because the batch
-    job of its worker is about to reach its walltime (not for the sweep's own reasons), so
-    the sweep starts it again on another job."""
+    started), ``job_ending``: the run stopped, or did not start, because the batch job of
+    its worker is about to reach its walltime (not for the sweep's own reasons), so the
+    sweep starts it again on another job; and ``progressed``: a paused run trained further
+    in this attempt (a finished one always has)."""
 
     job_ending: bool = False
+    progressed: bool = False
 
     @classmethod
-    def of(cls, metrics: dict[str, Any] | None, seconds: float, job_ending: bool = False):
+    def of(
+        cls,
+        metrics: dict[str, Any] | None,
+        seconds: float,
+        job_ending: bool = False,
+        progressed: bool | None = None,
+    ):
         outcome = cls((metrics, seconds))
         outcome.job_ending = job_ending
+        outcome.progressed = metrics is not None if progressed is None else progressed
         return outcome
+
+
+def _paused_progress(folder: Path) -> bool:
+    """Whether the attempt that just paused trained any batch (its pause marker holds
+    where it resumed from and where it stopped)."""
+    try:
+        marker = read_json_record(folder / PAUSED_MARKER)
+    except DamagedRecord:
+        return False
+    seen, start = (marker or {}).get("examples_seen"), (marker or {}).get("resumed_from")
+    if not isinstance(seen, int) or not isinstance(start, int):
+        return True  # a marker of an older fruit: take it to have moved on
+    return seen > start
 
 
 # fruit's errors (fruit.errors, fruit.io): a run's notebook raising one of these will
@@ -303,7 +332,8 @@ def execute_run(
             f"{seconds:.0f} s",
         )
         asked = pause_file is not None and os.path.exists(pause_file)
-        return RunOutcome.of(None, seconds, job_ending=by_job and not asked)
+        moved = _paused_progress(folder)
+        return RunOutcome.of(None, seconds, job_ending=by_job and not asked, progressed=moved)
     if metrics is None:
         log_line(folder, f"attempt {attempt} failed: notebook finished without metrics.json")
         raise RunFailed(f"{name}: the notebook finished without writing metrics.json ({executed})")
