@@ -14,13 +14,21 @@
 # Only that pair's folder is touched: other pairs' records here (with fields added by
 # `python -m fruit.backfill`, say) are left alone. Nothing is committed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 usage="usage: scripts/campaign-sync.sh CLONE PROFILE TASK/ARCHITECTURE [--carry]"
 clone=${1:?$usage} profile=${2:?$usage} pair=${3:?$usage} carry=${4:-}
 [ -z "$carry" ] || [ "$carry" = --carry ] || { echo "$usage" >&2; exit 2; }
+# CLONE as the user gave it: relative to where they stand, not to this checkout
+[ -d "$clone" ] || { echo "campaign-sync: no folder $clone (the campaign clone)" >&2; exit 2; }
+clone=$(cd "$clone" && pwd -P)
+cd "$(dirname "$0")/.."
 from="$clone/results/runs/$profile/$pair"
 to="results/runs/$profile/$pair"
 [ -d "$from" ] || { echo "campaign-sync: no folder $from" >&2; exit 2; }
+# a profile whose records git ignores here (smoke's): nothing could be staged
+if git check-ignore -q "$to/final-0/config.json"; then
+    echo "campaign-sync: results/runs/$profile is ignored by git here (.gitignore), so its records are not committed; copy them by hand if you want them" >&2
+    exit 2
+fi
 [ "$(cd "$from" && pwd -P)" != "$(mkdir -p "$to" && cd "$to" && pwd -P)" ] ||
     { echo "campaign-sync: $clone is this checkout" >&2; exit 2; }
 resume=(checkpoint.pt best.pt paused.json)

@@ -372,6 +372,13 @@ CORPUS += [
     ("train-generate-data-dir-is-a-file", lambda m, t: [*train(data=lambda m, t: a_file(t))(m, t), "--generate-data"], "a-file is a file, not a folder"),
     ("run-data-dir-is-a-file", lambda m, t: [*run()(m, t), "--data-dir", str(a_file(t))], "--data-dir"),
     ("run-time-limit-1s", run("--time-limit", "1s"), "--time-limit '1s' is too short"),
+    # under a minute, no final run could start once the searches are recorded: refused
+    ("run-time-limit-45s", run("--time-limit", "45s"), "--time-limit '45s' is too short for a run to start under it"),
+    # options naming a file or folder, checked before any work (issue 45)
+    ("run-notebook-not-a-notebook", lambda m, t: [*run()(m, t), "--notebook", str(a_file(t))], "a-file: not a Jupyter notebook (JSONDecodeError)"),
+    ("report-results-is-a-file", lambda m, t: ["report", "--results", str(a_file(t)), "--profile", "quick"], "a-file is a file, not a folder"),
+    ("data-from-is-a-file", lambda m, t: ["data", "--official", "--task", QF, "--out", str(t / "out"), "--from", str(a_file(t))], "a-file is a file, not a folder"),
+    ("data-compare-is-absent", lambda m, t: ["data", "--compare", str(t / "nowhere")], "nowhere does not exist"),
     ("run-jobs-without-cluster", run("--jobs", 3), "--jobs sizes the batch jobs of --cluster slurm|pbs|sge and does nothing without it"),
     ("run-gpus-memory-without-cluster", run("--gpus", 2, "--memory", "16GB"), "--memory --gpus size the batch jobs"),
     ("run-workers-with-scheduler", run("--scheduler", "tcp://127.0.0.1:1", "--workers", 2), "--workers sizes the LocalCluster on this machine and does nothing with --scheduler"),

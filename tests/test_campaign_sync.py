@@ -109,3 +109,27 @@ def test_bad_arguments_are_refused_with_the_usage(checkout):
     missing = subprocess.run(["bash", str(repo / "scripts" / "campaign-sync.sh"), str(clone), "p",
                               "question-formation/LSTM"], capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 2 and "no folder" in missing.stderr
+
+
+def test_a_relative_clone_path_is_read_from_where_the_user_stands(checkout, tmp_path):
+    repo, clone = checkout
+    done = subprocess.run(["bash", str(repo / "scripts" / "campaign-sync.sh"), "clone", "p",
+                           "question-formation/Tf"], capture_output=True, text=True,
+                          cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert staged(repo)[f"{PAIR}/search-0/metrics.json"] == "A"
+    elsewhere = subprocess.run(["bash", str(repo / "scripts" / "campaign-sync.sh"), "clone", "p",
+                                "question-formation/Tf"], capture_output=True, text=True,
+                               cwd=repo)  # fmt: skip
+    assert elsewhere.returncode == 2 and "no folder clone" in elsewhere.stderr
+
+
+def test_a_profile_git_ignores_ends_in_one_line(checkout):
+    repo, clone = checkout
+    write_run(clone / "results/runs/smoke/question-formation/Tf/final-0",
+              {"config.json": "c", "log.csv": "l", "metrics.json": "m"})  # fmt: skip
+    done = subprocess.run(["bash", str(repo / "scripts" / "campaign-sync.sh"), str(clone),
+                           "smoke", "question-formation/Tf"], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "ignored by git" in done.stderr
+    assert "hint:" not in done.stderr and not (repo / "results/runs/smoke").exists()

@@ -91,6 +91,9 @@ def test_a_run_folder_that_is_not_one_is_named(tmp_path):
         ({"samples": -1}, "samples must be an integer from 0 to 50, not -1"),
         ({"device": "cpu:7"}, "device 'cpu:7': the CPU has no numbered devices"),
         ({"data_dir": Path("/nonexistent")}, "data_dir /nonexistent is not a folder"),
+        # a file where the outputs would go: said before any work, not by save() at the end
+        ({"output_dir": Path(__file__)}, f"output_dir {__file__}: {__file__} is a file"),
+        ({"output_dir": Path(__file__) / "out"}, f"{__file__} is a file, not a folder"),
     ],
 )
 def test_parameters_out_of_range_are_refused_like_the_command_lines(settings, message):

@@ -12,8 +12,7 @@ from fruit.errors import FruitError
 from fruit.experiments.plan import check_metrics_match, search_specs
 from fruit.experiments.reuse import reusable_runs, take_over
 from fruit.profiles import load_profile
-from fruit.tasks import get_task
-from fruit.tasks.splits import write_task
+from fruit.training.data import prepare_data
 
 TASK = "question-formation"
 PROFILE = """
@@ -62,8 +61,7 @@ def trained(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("reuse")
     src = profile(tmp_path, "src")
     data_dir = tmp_path / "data"
-    task = get_task(TASK)
-    write_task(data_dir, task, task.generate(seed=src.task_data_seed(TASK), sizes=src.sizes))
+    prepare_data(data_dir, TASK, src.task_data_seed(TASK), src.sizes)  # as a sweep makes it
     results = tmp_path / "results"
     first, second = search_specs(src, TASK, "Tf")
     training.train_run(config(first, src, data_dir), first.folder(results))
@@ -116,6 +114,31 @@ def test_other_runs_are_not_taken_over(trained, changes):
     settings = {"extra": 'reuse = ["src"]', **changes}
     other = profile(root, "other", **settings)
     assert reusable_runs(other, results, data_dir) == []
+
+
+def test_a_damaged_or_contradicting_source_is_named_not_retrained_or_copied(trained, tmp_path):
+    """A source run whose config.json is damaged is not silently trained again (hours for
+    paper-search): one line names the file. One whose config.json and metrics.json
+    contradict each other is not copied: the line names the source, not a copy."""
+    import shutil
+
+    root, data_dir, results = trained
+    mine = tmp_path / "results"
+    shutil.copytree(results / "runs" / "src", mine / "runs" / "src")  # dst: nothing yet
+    dst = profile(root, "dst", trials=3, extra='reuse = ["src"]')
+    source = mine / "runs/src" / TASK / "Tf/search-0"
+    good = (source / "config.json").read_text()
+    (source / "config.json").write_text(good[: len(good) // 2])
+    with pytest.raises(FruitError, match=r"search-0/config\.json.*cannot be told") as caught:
+        reusable_runs(dst, mine, data_dir)
+    assert str(source) in str(caught.value) and "\n" not in str(caught.value)
+    (source / "config.json").write_text(good)
+    metrics = json.loads((source / "metrics.json").read_text())
+    (source / "metrics.json").write_text(json.dumps({**metrics, "num_parameters": 1}))
+    with pytest.raises(FruitError, match="records disagree") as caught:
+        reusable_runs(dst, mine, data_dir)
+    assert str(source) in str(caught.value)
+    assert not (mine / "runs/dst").exists()  # nothing copied
 
 
 def test_a_profile_cannot_reuse_itself_or_a_non_list(tmp_path):

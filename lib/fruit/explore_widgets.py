@@ -38,6 +38,7 @@ class Settings:
     device: str = "auto"
     data_dir: Path | None = None  # None: the data_dir of the run's config.json
     root: Path | None = None  # a relative data_dir in config.json is taken from here
+    output_dir: Path | None = None  # None: nothing written; else checked here, written by save
 
     def __post_init__(self):
         """Checked as the command line checks its options: one line naming the parameter
@@ -50,6 +51,10 @@ class Settings:
         self.device = check_device(self.device)
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
             raise FruitError(f"data_dir {self.data_dir} is not a folder")
+        if self.output_dir is not None:  # before any work: a file there is said at once
+            from fruit.io import check_folder
+
+            check_folder(self.output_dir, "output_dir")
 
 
 @dataclass

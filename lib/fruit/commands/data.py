@@ -121,6 +121,11 @@ def main(args) -> int:
         raise FruitError("--from DIR goes with --official (take the published files from DIR)")
     if args.published and not args.compare:
         raise FruitError("--published DIR goes with --compare DIR")
+    for option, folder in (("--from", args.from_dir), ("--compare", args.compare),
+                           ("--published", args.published)):  # fmt: skip
+        if folder and not Path(folder).is_dir():  # read from: it must be there
+            what = "is a file, not a folder" if Path(folder).exists() else "does not exist"
+            raise FruitError(f"{option} {folder} {what}")
     if args.compare:
         from fruit.tasks import statistics
 

@@ -47,11 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from fruit import reporting
+    from fruit.errors import FruitError
     from fruit.experiments.checks import check_writable
     from fruit.io import check_folder
     from fruit.reporting.runs import check_expected_runs
 
     check_expected_runs(args.expected_runs, "--expected-runs")
+    if Path(args.results).exists() and not Path(args.results).is_dir():
+        raise FruitError(f"--results {args.results} is a file, not a folder")
     outputs = (
         {"--out": args.out} if args.no_figures else {"--out": args.out, "--figures": args.figures}
     )

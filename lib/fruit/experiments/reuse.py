@@ -27,6 +27,7 @@ from pathlib import Path
 
 from fruit.errors import FruitError
 from fruit.experiments.plan import RunSpec, final_specs, search_specs, select_best
+from fruit.experiments.run_state import check_records_agree
 from fruit.io import (
     RESUME_FILES,
     DamagedRecord,
@@ -68,11 +69,16 @@ def run_settings(spec: RunSpec, profile: Profile, data_dir: str | Path) -> dict:
 
 def same_run(source: Path, settings: dict) -> bool:
     """Whether ``source`` holds a run with exactly ``settings`` (profile and data folder
-    aside; ``d`` only where the settings fix it). A damaged or absent config.json: no."""
+    aside; ``d`` only where the settings fix it). An absent config.json: no. A damaged
+    one is a one-line FruitError naming it: the run there may be hours of training that
+    a silent "no" would train again."""
     try:
         old = read_config(source)
-    except DamagedRecord:
-        return False
+    except DamagedRecord as e:
+        raise FruitError(
+            f"{e}: whether it holds a run to take over cannot be told; restore it to have "
+            f"the run taken over, or move {source} away to train the run anew"
+        ) from None
     if old is None:
         return False
     keys = [k for k in settings if not (k == "d" and settings[k] is None)]
@@ -97,7 +103,10 @@ def same_run_elsewhere(
         settings = settings or run_settings(spec, profile, data_dir)
         if same_run(source, settings):
             name = f"{other}/{spec.task}/{spec.architecture}/{spec.phase}-{spec.index}"
-            return Reusable(spec, source, name, (source / "metrics.json").is_file())
+            metrics = read_metrics(source)
+            if metrics is not None:  # a source whose records contradict: named, not copied
+                check_records_agree(source, metrics)
+            return Reusable(spec, source, name, metrics is not None)
     return None
 
 
