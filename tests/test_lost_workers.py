@@ -1,8 +1,9 @@
 """A sweep whose workers go missing (issue 35): the walltime in seconds, a job's walltime as
 a run's stop time, attempts numbered in runner.log with a lost one named, a sweep without
 a worker saying so and ending at its time limit or on SIGTERM, the dry-run sized by the
-cluster options, and dask-jobqueue's missing-cores error in fruit's words. Everything here
-is quick and needs no Slurm (tests/test_slurm.py does it through a real one)."""
+cluster options (its GPU time too, with the runs per GPU of the jobs), and dask-jobqueue's
+missing-cores error in fruit's words. Everything here is quick and needs no Slurm
+(tests/test_slurm.py does it through a real one)."""
 
 from __future__ import annotations
 
@@ -232,3 +233,53 @@ def test_the_worker_of_a_run_stopped_by_its_walltime_is_let_go():
         retire_worker_of(client, future)
         assert not client.scheduler_info(n_workers=-1)["workers"]
         assert time.monotonic() - start < 10
+
+
+def _big_profile(tmp_path: Path) -> Path:
+    """Two architectures on a million training strings: GPU-hours that show in one decimal."""
+    text = fake_profile_toml(trials=20, runs=5, architectures=["Tf", "Tf+Nd"])
+    text = text.replace("train = 5\n", "train = 1_000_000\n").replace(
+        "max_epochs = 1\n", "max_epochs = 10\n"
+    )
+    (tmp_path / "big.toml").write_text(text)
+    return tmp_path / "big.toml"
+
+
+def test_the_dry_runs_gpu_line_follows_the_runs_per_gpu_of_the_cluster(tmp_path: Path):
+    """--cluster ... --gpus G: the time on the jobs' GPUs with the runs per GPU they hold
+    (measured sharing on the H200, the bounds on the H100, which has none measured),
+    not the one-run-per-GPU time."""
+    from fruit.experiments.cost import describe, pair_costs
+    from fruit.experiments.gpu_rates import CARDS, gpu_hours
+    from fruit.profiles import load_profile
+
+    profile = load_profile(_big_profile(tmp_path))
+    where = "slurm: 8 job(s) x 16 run(s) (16 per GPU), 1 torch thread(s) each"
+    head = f"  on the 8 GPU(s) of {where}: "
+    costs = pair_costs(profile)
+    h200, h100 = (
+        sum(h for _, h, _, _ in gpu_hours(costs, CARDS[c]).values()) for c in ("h200", "h100")
+    )
+    assert h200 / 8 > 1.0  # one run per GPU would be a visibly different figure
+    lines = describe(profile, workers=128, gpu_cards=["h200"], where=where, gpus=8).splitlines()
+    assert lines[-1] == (
+        f"{head}about {h200 / 4.35 / 8:.1f} h (16 runs per GPU, measured 4.35x; with MPS "
+        f"running {h200 / 11.38 / 8:.1f} h, measured 11.38x)"
+    )
+    lines = describe(profile, workers=128, gpu_cards=["h100"], where=where, gpus=8).splitlines()
+    assert lines[-1] == (
+        f"{head}between {h100 / 16 / 8:.1f} h (each of its 16 runs per GPU as fast as alone, a "
+        f"bound) and {h100 / 8:.1f} h (no gain); sharing at K = 16 is not measured on h100"
+    )
+    # one run per GPU (--runs-per-gpu 1): the one-run time
+    lines = describe(profile, workers=16, gpu_cards=["h200"], where="w", gpus=16).splitlines()
+    assert lines[-1] == f"  on the 16 GPU(s) of w: about {h200 / 16:.1f} h"
+    # and the command passes the cluster's layout on (the issue's command, on this profile)
+    done = subprocess.run(
+        [sys.executable, "-m", "fruit", "run", "--profile", str(tmp_path / "big.toml"),
+         "--dry-run", "--cluster", "slurm", "--jobs", "8", "--cores", "16", "--memory", "64GB",
+         "--gpus", "1", "--gpu-card", "h200", "--results", str(tmp_path / "results")],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"{head}about {h200 / 4.35 / 8:.1f} h (16 runs")

@@ -2,9 +2,11 @@
 the records of a LocalCluster sweep; so does a sweep whose only job is cancelled mid-run
 (a new job replaces it), one whose jobs' walltime is shorter than the sweep (each run
 pauses before its job ends and goes on in the next), one paused by SIGTERM while a run
-waits for a worker (it ends within a minute; the same command resumes), and the batch
-script of docs/cluster.md, paused by its signal and submitted again. None leaves a job or
-worker behind.
+waits for a worker (it ends within a minute; the same command resumes), the batch
+script of docs/cluster.md, paused by its signal and submitted again, and one started
+while the controller is down (its jobs are submitted once it is back). An unknown
+partition and more memory than the node has end `fruit run` in one line. None leaves a
+job or worker behind.
 
 Needs `sbatch` on PATH and a Slurm that answers `sinfo`; on a Debian machine, as root,
 `scripts/start-slurm.sh` starts a single-node one on 127.0.0.1 (docs/cluster.md). Skipped
@@ -365,4 +367,99 @@ def test_the_documented_batch_script_pauses_on_its_signal_and_resumes(
         env=env, timeout=900,
     )  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
+    _assert_same_records(home, reference, benchmark_script("same_runs"), "question-formation/Tf/")
+
+
+@pytest.mark.parametrize("refused", ["partition", "memory"])
+def test_a_request_slurm_refuses_ends_fruit_run_in_one_line(tmp_path: Path, slurm, refused):
+    """--queue naming no partition, --memory above the node's: sbatch refuses the job,
+    and fruit ends at once with its message in one line (it used to print dask's
+    traceback and wait for ever)."""
+    node_mb = subprocess.run(["sinfo", "-h", "-o", "%m"], capture_output=True, text=True)
+    memory = f"{int(node_mb.stdout.split()[0].rstrip('+')) * 10}MB"
+    where = {
+        "partition": ["--cluster", "slurm", "--jobs", "1", "--cores", "1", "--memory", "2GB",
+                      "--queue", "no-such-partition"],
+        "memory": ["--cluster", "slurm", "--jobs", "1", "--cores", "1", "--memory", memory],
+    }[refused]  # fmt: skip
+    start = time.monotonic()
+    done = fruit_run(
+        *_arguments(tmp_path, *ONE_PAIR, *where), cwd=tmp_path, env=slurm.env, timeout=120
+    )
+    seconds = time.monotonic() - start
+    print(f"\n{refused}: fruit: error in {seconds:.0f} s: {done.stderr.strip()}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        "fruit: error: --cluster slurm: the batch system refuses the jobs: sbatch: "
+    ), lines
+    assert ("--queue" if refused == "partition" else "--memory") in lines[0], lines
+    assert seconds < 60
+
+
+def test_a_job_that_can_never_start_ends_fruit_run_in_one_line(tmp_path: Path, slurm):
+    """--cores above the node's CPUs: Slurm accepts the job, which then waits for ever
+    (squeue's reason: PartitionConfig); fruit ends in one line and cancels it."""
+    cpus = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True)
+    cores = str(int(cpus.stdout.split()[0].rstrip("+")) * 2)
+    where = ["--cluster", "slurm", "--jobs", "1", "--cores", cores, "--memory", "2GB"]
+    start = time.monotonic()
+    done = fruit_run(
+        *_arguments(tmp_path, *ONE_PAIR, *where), cwd=tmp_path, env=slurm.env, timeout=300
+    )
+    seconds = time.monotonic() - start
+    print(f"\n--cores {cores}: fruit: error in {seconds:.0f} s: {done.stderr.strip()}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and re.match(
+        r"fruit: error: --cluster slurm: job \d+ can never start: squeue gives the reason "
+        r"PartitionConfig ",
+        lines[0],
+    ), done.stderr
+    assert seconds < 120
+
+
+CONTROLLER_PID = Path("/run/fruit-slurm/slurmctld.pid")  # scripts/start-slurm.sh's
+
+
+def _controller(action: str) -> None:
+    """Stop slurmctld (its pid file's process), or start it again (scripts/start-slurm.sh,
+    which starts what is not running)."""
+    if action == "stop":
+        os.kill(int(CONTROLLER_PID.read_text()), signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while subprocess.run(["sinfo"], capture_output=True, timeout=60).returncode == 0:
+            assert time.monotonic() < deadline, "slurmctld still answers 30 s after SIGTERM"
+            time.sleep(1)
+    else:
+        subprocess.run(
+            ["bash", str(REPO / "scripts" / "start-slurm.sh")], check=True, capture_output=True
+        )
+
+
+def test_a_sweep_started_while_the_controller_is_down(
+    tmp_path: Path, slurm, reference, benchmark_script
+):
+    """slurmctld stopped before `fruit run`, started again 2 minutes later: fruit says
+    that sbatch fails and tries again, submits its job once the controller answers, and
+    the sweep ends with the records of the LocalCluster's."""
+    if os.geteuid() != 0 or not CONTROLLER_PID.is_file():
+        pytest.skip("stopping slurmctld needs root and a Slurm started by scripts/start-slurm.sh")
+    home = tmp_path / "outage"
+    _controller("stop")
+    try:
+        proc = _start(home, *ONE_PAIR, *_where("--walltime", "00:30:00"), env=slurm.env)
+        time.sleep(120)
+        assert proc.poll() is None, (home / "out.txt").read_text()
+    finally:
+        _controller("start")
+    back = time.monotonic()
+    status, out = _finish(proc, home, timeout=900)
+    print(f"\ncontroller back: the sweep ended {time.monotonic() - back:.0f} s later")
+    print("\n".join(line for line in out.splitlines() if line.startswith("sbatch ")))
+    assert status == 0, out
+    assert "sbatch failed (sbatch: " in out and "a new try in" in out, out
+    assert "sbatch answered again: job " in out, out
+    assert "Traceback" not in out, out
     _assert_same_records(home, reference, benchmark_script("same_runs"), "question-formation/Tf/")

@@ -22,14 +22,23 @@ The Dask dashboard is on when bokeh is installed (a dependency of fruit), unless
 where it is: a link on 127.0.0.1 for a LocalCluster, the scheduler's link with
 ``scheduler=``, and for a jobqueue cluster the link plus the ssh tunnel that reaches it
 from the user's own machine.
+
+Nothing we start listens beyond the interface the user chose: a LocalCluster's servers
+and dashboard on 127.0.0.1; a jobqueue cluster's scheduler on the Dask config's
+``interface:`` (dask-jobqueue's), its dashboard on 127.0.0.1 (read through the tunnel),
+and each job's workers, their nannies and their HTTP servers on that interface's address
+on their node (``worker_host_line``). Its jobs' submissions and why they do not start are
+``fruit.experiments.jobs``' (``Cluster.news``, ``never_starts``, ``waiting_note``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
 import signal
 import socket
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -42,7 +51,15 @@ from fruit.experiments.gpu_sharing import (
     local_layout,
     sharing_note,
 )
-from fruit.experiments.jobs import JOBQUEUE_DEFAULT_WALLTIME, walltime_seconds
+from fruit.experiments.jobs import (
+    JOBQUEUE_DEFAULT_WALLTIME,
+    SUBMIT_COMMANDS,
+    SUBMIT_TIMEOUT,
+    QueueWatch,
+    Submissions,
+    tracked_job_class,
+    walltime_seconds,
+)
 
 RUN_RESOURCE = {"run": 1}
 # The module every LocalCluster worker imports at its start (Dask's "preload"): its
@@ -64,7 +81,25 @@ class Cluster:
     walltime: float | None = None  # seconds a worker's batch job lasts (None: no limit)
     # what a sweep without a worker says to do (fruit.experiments.watch)
     no_worker_hint: str = "its workers are gone; Ctrl-C or SIGTERM pauses the sweep resumably"
+    queue: QueueWatch | None = None  # a jobqueue cluster's jobs: submissions, queue states
     _closers: list = field(default_factory=list)
+
+    def news(self) -> list[str]:
+        """What to say now about the jobs (a failed submission, one that went through
+        again); each line once."""
+        return self.queue.submissions.news() if self.queue else []
+
+    def never_starts(self) -> str | None:
+        """Called while the cluster has no worker: why none can ever come (one line), or
+        None (wait). Asks the batch system again when due, in the background."""
+        if not self.queue:
+            return None
+        self.queue.poll()
+        return self.queue.never_starts()
+
+    def waiting_note(self) -> str:
+        """What a sweep that has long had no worker says about the cluster."""
+        return self.queue.note() if self.queue else self.no_worker_hint
 
     def dashboard_note(self) -> str | None:
         """The lines `fruit run` prints about the dashboard (None: no dashboard)."""
@@ -257,8 +292,10 @@ def jobqueue_cluster(
     """A dask-jobqueue cluster; each job holds ``runs_per_job(gpus, per_gpu)`` workers,
     each worker one run, ``per_gpu`` = ``gpu_runs`` or the model's choice for the job's
     cores (``job_runs_per_gpu``). Unset options come from the Dask config. Returns the
-    jobqueue cluster object (``cluster.job_script()`` shows the job). The scheduler runs
-    here (the login node), its dashboard on port 8787 unless ``dashboard`` is False.
+    jobqueue cluster object (``cluster.job_script()`` shows the job; its
+    ``job_cls.submissions`` what the submissions gave). The scheduler runs here (the login
+    node), its dashboard on 127.0.0.1:8787 unless ``dashboard`` is False or the Dask
+    config's scheduler-options say where.
     """
     import dask
     import dask_jobqueue
@@ -289,19 +326,32 @@ def jobqueue_cluster(
             ]
         )
     kwargs["job_extra_directives"] = directives
+    additions = []  # to the job script's prologue
     if gpus:  # the workers' share of the GPUs (fruit.experiments.worker)
-        prologue = list(kwargs.pop("job_script_prologue", None) or [])
-        prologue += dask.config.get(f"jobqueue.{kind}.job-script-prologue", []) or []
-        kwargs["job_script_prologue"] = [*prologue, f"export {RUNS_PER_GPU_VARIABLE}={per_gpu}"]
+        additions.append(f"export {RUNS_PER_GPU_VARIABLE}={per_gpu}")
     worker_args = list(kwargs.pop("worker_extra_args", None) or [])
     worker_args += dask.config.get(f"jobqueue.{kind}.worker-extra-args", []) or []
     worker_args += ["--resources", "run=1"]
+    interface = kwargs.get("interface") or dask.config.get(f"jobqueue.{kind}.interface", None)
+    if interface and "--dashboard-address" not in worker_args:
+        python = kwargs.get("python") or dask.config.get(f"jobqueue.{kind}.python", None)
+        additions.append(worker_host_line(python or sys.executable, interface))
+        worker_args += ["--dashboard-address", f"${{{WORKER_HOST_VARIABLE}}}:0"]
     kwargs["worker_extra_args"] = worker_args
+    if additions:
+        prologue = list(kwargs.pop("job_script_prologue", None) or [])
+        prologue += dask.config.get(f"jobqueue.{kind}.job-script-prologue", []) or []
+        kwargs["job_script_prologue"] = [*prologue, *additions]
+    scheduler = kwargs.pop("scheduler_options", None)
+    if scheduler is None:
+        scheduler = dask.config.get(f"jobqueue.{kind}.scheduler-options", {}) or {}
     if not (dashboard and dashboard_available()):
-        scheduler = kwargs.pop("scheduler_options", None)
-        if scheduler is None:
-            scheduler = dask.config.get(f"jobqueue.{kind}.scheduler-options", {}) or {}
-        kwargs["scheduler_options"] = {**scheduler, "dashboard": False}
+        scheduler = {**scheduler, "dashboard": False}
+    elif "dashboard_address" not in scheduler:  # read through an ssh tunnel: this machine only
+        scheduler = {**scheduler, "dashboard_address": f"127.0.0.1:{DASHBOARD_PORT}"}
+    kwargs["scheduler_options"] = scheduler
+    submissions = Submissions(kind)
+    kwargs["job_cls"] = tracked_job_class(classes[kind].job_cls, submissions)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=PORT_TAKEN)  # the link says which
@@ -323,6 +373,21 @@ def jobqueue_cluster(
     return cluster
 
 
+# The job script sets it to the address of the Dask config's `interface:` on the node the
+# job runs on; each worker's HTTP server (its dashboard and /health) listens there only,
+# not on every address as dask-worker's default ":0" would have it.
+WORKER_HOST_VARIABLE = "FRUIT_WORKER_HOST"
+
+
+def worker_host_line(python: str, interface: str) -> str:
+    """The job script's line that sets ``WORKER_HOST_VARIABLE`` to the IPv4 address of
+    ``interface`` on the job's node, found as dask-worker's ``--interface`` finds it."""
+    find = "import sys; from distributed.utils import get_ip_interface; "
+    find += "print(get_ip_interface(sys.argv[1]))"
+    command = " ".join(shlex.quote(word) for word in (python, "-c", find, interface))
+    return f"{WORKER_HOST_VARIABLE}=$({command})"
+
+
 def job_walltime(kind: str, walltime: str | None) -> float:
     """Seconds of the jobs' walltime: ``--walltime``, else the Dask config's, else
     dask-jobqueue's default (30 minutes)."""
@@ -342,13 +407,15 @@ def connect_jobqueue(
     kind: str, jobs: int, threads: int | None = None, dashboard: bool = True, **options: Any
 ) -> Cluster:
     """Start ``jobs`` jobs; each run gets ``threads`` torch threads (default: the job's
-    cores, from the options or the Dask config, shared between its runs)."""
+    cores, from the options or the Dask config, shared between its runs). Returns once
+    the first submissions have ended (at most ``SUBMIT_TIMEOUT`` + 30 s); where the batch
+    system refuses the jobs for good, raises a one-line FruitError instead."""
     import shutil
 
     import dask
     from distributed import Client
 
-    submit = {"slurm": "sbatch", "pbs": "qsub", "sge": "qsub"}.get(kind)
+    submit = SUBMIT_COMMANDS.get(kind)
     if submit and shutil.which(submit) is None:
         raise FruitError(
             f"--cluster {kind} needs the {submit} command, which is not on PATH here; run "
@@ -359,6 +426,15 @@ def connect_jobqueue(
     logs = dask.config.get(f"jobqueue.{kind}.log-directory", None) or "the folder fruit runs in"
     per_gpu = options.pop("gpu_runs", None) or job_runs_per_gpu(kind, gpus, options.get("cores"))
     cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, gpu_runs=per_gpu, **options)
+    submissions = cluster.job_cls.submissions
+    # the first jobs' submissions, before anything waits for their workers: a refusal for
+    # good (no such partition, more memory than a node has) ends the command here
+    submissions.wait_for_tries(jobs, timeout=SUBMIT_TIMEOUT + 30)
+    if submissions.refused and not submissions.live:
+        cluster.close()
+        raise FruitError(
+            f"--cluster {kind}: the batch system refuses the jobs: {submissions.refused}"
+        )
     client = Client(cluster)
     runs = runs_per_job(gpus, per_gpu)
     if threads is None:
@@ -371,12 +447,9 @@ def connect_jobqueue(
         + f", {threads} torch thread(s) per run",
         threads,
         dict(RUN_RESOURCE),
-        dashboard=(cluster.dashboard_link or None) if dashboard and dashboard_available() else None,
+        dashboard=_listening_link(cluster) if dashboard and dashboard_available() else None,
         walltime=walltime,
-        no_worker_hint=f"no worker of its {jobs} {kind} job(s) is connected: the jobs wait in "
-        "the queue, were lost (a new job replaces each), or cannot reach the scheduler "
-        f"(interface:); see the job logs in {logs}. Wait, or pause with Ctrl-C or SIGTERM "
-        "and run the same command later",
+        queue=QueueWatch(submissions, jobs, logs),
     )
     if result.dashboard:
         port = _port(result.dashboard)
@@ -384,6 +457,17 @@ def connect_jobqueue(
     # closers run last-added first: quiet the workers, close the client, then the cluster
     result._closers += [cluster.close, client.close, lambda: quiet_workers(client)]
     return result
+
+
+def _listening_link(cluster) -> str | None:
+    """A jobqueue cluster's dashboard link, naming the address the dashboard listens on
+    (Dask's names the scheduler's, which is the interface's, not the dashboard's
+    127.0.0.1)."""
+    link = cluster.dashboard_link or None
+    host = getattr(getattr(cluster.scheduler, "http_server", None), "address", None)
+    if link and host and ":" not in host and host != "0.0.0.0":
+        return f"http://{host}:{_port(link)}/status"
+    return link
 
 
 def _reported_link(client) -> str | None:

@@ -252,8 +252,11 @@ def describe(
     with ``workers`` runs at once (``where``: those runs in words, e.g. the jobs of
     ``fruit run --cluster``; default "one-thread workers"); with ``results_dir``, what is
     left of it; for each of ``gpu_cards`` (fruit.experiments.gpu_rates), the GPU-hours on
-    that card, with ``runs_per_gpu`` runs sharing a GPU, and on ``gpus`` GPUs."""
-    from fruit.experiments.gpu_rates import check_card, describe_gpu, gpu_hours
+    that card, with ``runs_per_gpu`` runs sharing a GPU, and on ``gpus`` GPUs. With
+    ``gpus`` (those of the jobs of ``fruit run --cluster ... --gpus``) the ``workers`` runs
+    at once share them as that cluster lays them out, ``workers / gpus`` to a GPU, unless
+    ``runs_per_gpu`` is given."""
+    from fruit.experiments.gpu_rates import check_card, describe_gpu, gpu_hours, on_gpus
 
     on = f"{workers} one-thread workers" if where is None else f"{workers} runs at once ({where})"
 
@@ -301,10 +304,12 @@ def describe(
                 "were measured on a quiet machine: scale the estimate by this ratio where runs "
                 "share the machine as they did)"
             )
+    if gpus and not runs_per_gpu:
+        runs_per_gpu = max(1, workers // gpus)
     for card in gpu_cards:
         record = check_card(card)
         lines += describe_gpu(costs, record, runs_per_gpu)
         if gpus:
             hours = sum(h or 0.0 for _, h, _, _ in gpu_hours(costs, record).values())
-            lines.append(f"  on the {gpus} GPU(s) of {where}: about {hours / gpus:.1f} h")
+            lines.append(on_gpus(record, hours, gpus, runs_per_gpu, where))
     return "\n".join(lines)

@@ -237,6 +237,27 @@ def sharing_lines(record: CardRecord, total: float, k: int | None) -> list[str]:
     ]
 
 
+def on_gpus(record: CardRecord, total: float, gpus: int, k: int, where: str | None) -> str:
+    """The time ``total`` one-run GPU-hours take on ``gpus`` GPUs of the card with ``k``
+    runs sharing each (``where``: those GPUs in words): measured where the card's sharing
+    at K = ``k`` is, else the bounds (each run as fast as alone; no gain)."""
+    head = f"  on the {gpus} GPU(s) of {where or 'the cluster'}"
+    if k <= 1:
+        return f"{head}: about {total / gpus:.1f} h"
+    if k in record.sharing:
+        x = record.sharing[k]
+        line = f"{head}: about {total / x / gpus:.1f} h ({k} runs per GPU, measured {x:.2f}x"
+        if k in record.sharing_mps:
+            mps = record.sharing_mps[k]
+            line += f"; with MPS running {total / mps / gpus:.1f} h, measured {mps:.2f}x"
+        return line + ")"
+    return (
+        f"{head}: between {total / k / gpus:.1f} h (each of its {k} runs per GPU as fast as "
+        f"alone, a bound) and {total / gpus:.1f} h (no gain); sharing at K = {k} is not "
+        f"measured on {record.card}"
+    )
+
+
 def dry_run_cards(card: str | None) -> list[str]:
     """The cards ``fruit run --dry-run`` gives GPU-hours for: ``card`` (--gpu-card),
     else this machine's GPU when it has a record, else every recorded card."""

@@ -1,12 +1,18 @@
-"""A sweep waiting for workers (docs/cluster.md, "Lost jobs"): one line when it has had
-none for ``no_worker_seconds`` while work waits, instead of a silent wait; a pause request
-or the time limit ends such a wait at once (``wait_for``), and a pause request that the
-running runs take too long to honour ends them after ``PAUSE_GRACE_SECONDS``."""
+"""A sweep waiting for workers (docs/cluster.md, "Lost jobs" and "When jobs are refused or
+do not start"): one line when it has had none for ``no_worker_seconds`` while work waits,
+instead of a silent wait, saying what the cluster's jobs do; the cluster's news (a failed
+submission, tried again) said as it comes; a FruitError, which ends the command in one
+line, where no worker can ever come (every submission refused for good, a job pending
+for a reason that never clears); a pause request or the time limit ends such a wait at
+once (``wait_for``), and a pause request that the running runs take too long to honour
+ends them after ``PAUSE_GRACE_SECONDS``."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
+
+from fruit.errors import FruitError
 
 if TYPE_CHECKING:
     from fruit.experiments.sweeper import Sweeper
@@ -29,20 +35,28 @@ class WorkerWatch:
         self.said = False
 
     def check(self) -> None:
-        """Called at every poll while work waits for a worker."""
+        """Called at every poll while work waits for a worker; raises FruitError where
+        the cluster says that no worker can ever come."""
+        cluster = self.sweep.cluster
+        for line in cluster.news():
+            self.sweep.say(line)
         try:
-            workers = self.sweep.cluster.workers()
+            workers = cluster.workers()
         except Exception:  # noqa: BLE001 - asked again at the next poll
             return
         now = time.monotonic()
         if workers:
             self.since, self.said = None, False
-        elif self.since is None:
+            return
+        never = cluster.never_starts()
+        if never:
+            raise FruitError(never)
+        if self.since is None:
             self.since = now
         elif not self.said and now - self.since >= self.sweep.no_worker_seconds:
             self.said = True
             minutes = (now - self.since) / 60
-            self.sweep.say(f"no worker for {minutes:.0f} min: {self.sweep.cluster.no_worker_hint}")
+            self.sweep.say(f"no worker for {minutes:.0f} min: {cluster.waiting_note()}")
 
 
 def wait_for(futures: list[Any], sweep: Sweeper) -> bool:
