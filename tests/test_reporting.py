@@ -332,7 +332,7 @@ def test_every_figure_title_fits_and_the_provenance_goes_to_the_metadata(tmp_pat
     """The titles of the written figures lie inside the figure (no text runs off), and
     the profile's full description with the code commits is in each file's metadata."""
     from fruit.profiles import load_profile
-    from fruit.reporting import figures
+    from fruit.reporting import charts, figures
 
     write_fake_results(tmp_path / "runs", "quick", [QF], ["Tf", "LSTM"], runs=2)
     titles = []
@@ -352,7 +352,7 @@ def test_every_figure_title_fits_and_the_provenance_goes_to_the_metadata(tmp_pat
         return real(fig, stem, description)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(reporting, "save_figure", checked)
+        mp.setattr(charts, "save_figure", checked)
         reporting.report(
             tmp_path / "runs", "quick", tables_dir=tmp_path / "t", figures_dir=tmp_path / "f"
         )

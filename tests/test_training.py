@@ -734,10 +734,11 @@ def test_a_run_resumed_on_another_cpu_kind_or_device_says_so_and_the_captions_na
     """As for a commit: a run that started on another kind of CPU (model or vector width)
     or another device than it resumes on says so once in warnings.log and metrics.json,
     and the tables' captions name both CPUs and count the run as resumed elsewhere."""
-    from fruit.provenance import cpu_kind, provenance, resumed_elsewhere
+    from fruit.provenance import provenance
     from fruit.reporting.render import caption
     from fruit.reporting.runs import load_runs
     from fruit.reporting.tables import aggregate
+    from fruit.resumed import cpu_kind, resumed_elsewhere
 
     here = cpu_kind(provenance("cpu"))
     if here is None:

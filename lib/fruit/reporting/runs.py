@@ -19,7 +19,7 @@ from pathlib import Path
 from fruit.errors import FruitError, unknown_choice
 from fruit.io import read_json_record
 from fruit.names import ARCHITECTURES
-from fruit.provenance import cpu_kind, resumed_elsewhere
+from fruit.resumed import cpu_kind, resumed_elsewhere
 from fruit.tasks import PAPER_TASKS, TASKS
 
 # Tables in the registry's order (fruit.tasks.TASKS: the paper's seven in the paper's

@@ -11,7 +11,7 @@ import os
 
 from fruit.errors import FruitError
 from fruit.io import CHECKPOINT, RESUME_FILES, DamagedRecord
-from fruit.provenance import resume_warnings
+from fruit.resumed import resume_warnings
 from fruit.training import checkpoints
 from fruit.training.checkpoints import write_log
 from fruit.training.config import read_config, write_or_check_config

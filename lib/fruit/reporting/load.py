@@ -1,0 +1,59 @@
+"""Run folders -> tables: the final runs of a profile read and aggregated, one ``Table`` a
+task (``fruit.reporting.tables``), and the paper's own tables from its transcribed
+numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fruit.errors import FruitError
+from fruit.reporting.runs import ARCHITECTURE_ORDER, PAPER_TASK_ORDER, load_runs
+from fruit.reporting.tables import Table, aggregate, paper_table, tasks_with_runs
+
+
+def profile_settings(profile: str):
+    """The shipped or file profile of that name (``fruit.profiles.Profile``), or None if it
+    cannot be read (reporting then works from the run folders alone)."""
+    try:
+        from fruit.profiles import load_profile
+
+        return load_profile(profile)
+    except (ImportError, FruitError):
+        return None
+
+
+def load_tables(
+    results_dir: str | Path, profile: str, expected_runs: int | None = None
+) -> dict[str, Table]:
+    """task -> Table aggregated from the profile's final runs, for every task that has runs.
+
+    Rows: the architectures the profile plans for the task (all fifteen when the profile
+    cannot be read), then any others that have runs. ``expected_runs`` (the "of N" in each
+    row's run count) defaults to the profile's number of final runs, else to the largest
+    number of run folders of any architecture.
+    """
+    return tables_from_runs(load_runs(results_dir, profile, phase="final"), profile, expected_runs)
+
+
+def tables_from_runs(
+    runs, profile: str, expected_runs: int | None = None, settings=None
+) -> dict[str, Table]:
+    """``load_tables`` on runs already read (``fruit.reporting.runs.load_runs``);
+    ``settings``: the profile (``fruit.profiles.Profile``) when already loaded."""
+    settings = settings or profile_settings(profile)
+    expected = expected_runs or (settings.final_runs if settings else None)
+    tables = {}
+    for task in tasks_with_runs(runs):
+        planned = ARCHITECTURE_ORDER
+        if settings is not None:
+            planned = tuple(a for a in ARCHITECTURE_ORDER if (task, a) in settings.pairs)
+        tables[task] = aggregate(runs, task, profile, expected, architectures=planned)
+        if settings is not None:
+            tables[task].reduced = settings.reduced
+            tables[task].description = settings.description
+    return tables
+
+
+def paper_tables() -> dict[str, Table]:
+    """task -> the paper's table (transcribed numbers and bold flags)."""
+    return {t: paper_table(t) for t in PAPER_TASK_ORDER}
