@@ -13,7 +13,7 @@ the machine may be shared. Runs on one torch thread, one Dask worker.
 
 measures instead what `fruit run`'s cluster itself costs while its runs train: the CPU
 seconds that the process holding the scheduler and each of its 2 workers use in 30 s
-with nothing submitted, for fruit's cluster settings (`fruit.experiments.cluster.QUIET_DASK`)
+with nothing submitted, for fruit's cluster settings (`fruit.experiments.clusters.cluster.QUIET_DASK`)
 and for Dask's defaults, interleaved.
 """
 
@@ -82,7 +82,7 @@ def idle_cluster(seconds: float, quiet: bool) -> tuple[float, list[float]]:
     an idle 2-worker LocalCluster, with fruit's settings or with Dask's defaults."""
     from unittest import mock
 
-    from fruit.experiments import cluster
+    from fruit.experiments.clusters import cluster
 
     with mock.patch.dict(cluster.QUIET_DASK, clear=not quiet):
         made = cluster.local_cluster(workers=2, dashboard=True)

@@ -18,7 +18,7 @@ units (e.g. SMT siblings of a virtual machine) or its memory bandwidth. The load
 average is printed before each layout: measure on a quiet machine.
 
 The claims campaign's records show runs 1.6-2.4x slower than the one-thread throughputs
-of ``fruit.experiments.cost`` while two ran at once; this tells how much of that is the
+of ``fruit.experiments.planning.cost`` while two ran at once; this tells how much of that is the
 layout itself.
 """
 

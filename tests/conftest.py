@@ -89,7 +89,7 @@ def _few_threads():
 @pytest.fixture(autouse=True)
 def _malloc_environment_restored():
     """A plain Dask LocalCluster's nanny writes MALLOC_TRIM_THRESHOLD_ into this process's
-    os.environ (fruit's clusters do not: fruit.experiments.cluster.QUIET_DASK); put the
+    os.environ (fruit's clusters do not: fruit.experiments.clusters.cluster.QUIET_DASK); put the
     malloc variables back after each test, so that a later test's cluster does not inherit
     them whatever ran before it in the same process (pytest-xdist changes that order)."""
     before = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}

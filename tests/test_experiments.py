@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fruit.errors import FruitError
-from fruit.experiments.plan import (
+from fruit.experiments.planning.plan import (
     draw_search_setting,
     final_specs,
     plan,
@@ -217,7 +217,7 @@ def test_max_epochs_per_architecture(tmp_path: Path):
 def test_progress_estimate_and_line():
     import io
 
-    from fruit.experiments.progress import Progress
+    from fruit.experiments.execution.progress import Progress
 
     p = load_profile("paper")
     tf_search = search_specs(p, "passivization", "Tf")
@@ -231,7 +231,7 @@ def test_progress_estimate_and_line():
     assert progress.estimate(tf_search[1:]) == 5 * 50
     # an unmeasured architecture falls back to the mean rate, times its max epochs capped
     # at FINAL_EPOCHS (early stopping ends final runs long before 1000 epochs)
-    from fruit.experiments.cost import FINAL_EPOCHS
+    from fruit.experiments.planning.cost import FINAL_EPOCHS
 
     # (one run left on two slots: its whole time, a run is not shared between slots)
     assert progress.estimate(nd_final[:1]) == 10 * FINAL_EPOCHS
@@ -323,8 +323,8 @@ def test_the_converged_search_trains_the_claims_trials_longer(tmp_path: Path):
     assert (claims.max_epochs("search", "Tf"), p.max_epochs("search", "Tf")) == (3, 1000)
 
     # the sweep expects such a trial to last as long as a final run, not 1000 epochs
-    from fruit.experiments.cost import FINAL_EPOCHS
-    from fruit.experiments.progress import Progress
+    from fruit.experiments.execution.progress import Progress
+    from fruit.experiments.planning.cost import FINAL_EPOCHS
 
     def seconds(profile, trained=0.0):  # a Tf search trial's, at 60 s per epoch
         progress = Progress(total=6, slots=2, stream=None, label="x")
@@ -343,7 +343,7 @@ def test_progress_rate_is_todays(tmp_path):
     trials of Tf+Nd took 7-18 min per epoch, its first final run 2.3)."""
     import json
 
-    from fruit.experiments.progress import Progress
+    from fruit.experiments.execution.progress import Progress
     from fruit.profiles import run_folder
 
     p = load_profile("claims")
@@ -360,7 +360,7 @@ def test_progress_rate_is_todays(tmp_path):
     assert progress.run_seconds(nd_trial) == 137.0 * 3
     assert progress.rate("Tf") == 400.0  # nothing of Tf, no task: every rate's median
     # nothing of Tf measured: the dry-run's cost model for the pair
-    from fruit.experiments.cost import TOKENS_PER_SECOND, tokens_per_example
+    from fruit.experiments.planning.cost import TOKENS_PER_SECOND, tokens_per_example
 
     predicted = p.sizes["train"] * tokens_per_example(qf) / TOKENS_PER_SECOND["Tf"]
     assert progress.rate("Tf", qf) == predicted
@@ -378,7 +378,7 @@ def test_progress_rate_is_the_pairs_before_the_architectures(tmp_path):
     recorded or measured by this call, and only then the architecture's fastest."""
     import json
 
-    from fruit.experiments.progress import Progress
+    from fruit.experiments.execution.progress import Progress
     from fruit.profiles import run_folder
 
     p = load_profile("claims")
@@ -505,7 +505,7 @@ def test_bad_time_limits_are_refused(text):
 
 
 def test_compute_estimate_scales_with_the_profile():
-    from fruit.experiments.cost import TOKENS_PER_SECOND, pair_costs, tokens_per_example
+    from fruit.experiments.planning.cost import TOKENS_PER_SECOND, pair_costs, tokens_per_example
 
     claims = load_profile("claims")
     costs = {(c.task, c.architecture): c for c in pair_costs(claims)}
@@ -532,7 +532,7 @@ def test_search_trials_that_early_stopping_ends_tell_how_long_runs_take(tmp_path
     the pair then takes over."""
     import json
 
-    from fruit.experiments.cost import pair_costs
+    from fruit.experiments.planning.cost import pair_costs
     from fruit.profiles import run_folder
 
     profile = load_profile("paper-search")
@@ -563,7 +563,7 @@ def test_compute_estimate_learns_from_the_run_records(tmp_path):
     what is unfinished is left (less the epochs a paused run has logged)."""
     import json
 
-    from fruit.experiments.cost import (
+    from fruit.experiments.planning.cost import (
         FINAL_EPOCHS,
         TOKENS_PER_SECOND,
         pair_costs,
@@ -639,7 +639,7 @@ def test_a_paused_run_is_described_by_its_epochs_and_resume_files(tmp_path: Path
     must carry to another machine for the run to go on rather than start again."""
     import json
 
-    from fruit.experiments.run_state import describe_paused
+    from fruit.experiments.planning.run_state import describe_paused
     from fruit.profiles import run_folder
 
     folder = run_folder(tmp_path, "claims", "question-formation", "LSTM", "final", 3)
@@ -666,7 +666,7 @@ def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Pat
     import json
 
     from fruit import training
-    from fruit.experiments.plan import SWEEP_PROGRESS_SECONDS
+    from fruit.experiments.planning.plan import SWEEP_PROGRESS_SECONDS
 
     notebook = json.loads((Path(__file__).parent.parent / "notebooks/train.ipynb").read_text())
     cell = next(c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", []))
@@ -691,7 +691,7 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     epoch and their final runs' length, instead of showing "remaining ~?"."""
     import json
 
-    from fruit.experiments.progress import Progress
+    from fruit.experiments.execution.progress import Progress
     from fruit.profiles import run_folder
 
     p = load_profile("claims")
@@ -712,7 +712,7 @@ def test_progress_estimate_starts_from_the_run_records(tmp_path):
     # on 2 slots: 10 epochs, then 30 on one; 1, then 30 on the other
     assert progress.estimate(left, trained) == (10 + 30) * 100.0
     # a damaged record leaves the estimate to the cost model, until this call finishes runs
-    from fruit.experiments.cost import FINAL_EPOCHS, epoch_seconds
+    from fruit.experiments.planning.cost import FINAL_EPOCHS, epoch_seconds
 
     (run_folder(tmp_path, "claims", qf, "LSTM", "final", 0) / "metrics.json").write_text("{")
     fresh = Progress(total=9, slots=2, stream=None, label="claims")
@@ -729,9 +729,9 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
     import json
     from types import SimpleNamespace
 
-    from fruit.experiments.deadlines import EVALUATION_EXTRA, EVALUATION_MARGIN, Deadlines
-    from fruit.experiments.progress import Progress
-    from fruit.experiments.sweep import Sweep
+    from fruit.experiments.execution.deadlines import EVALUATION_EXTRA, EVALUATION_MARGIN, Deadlines
+    from fruit.experiments.execution.progress import Progress
+    from fruit.experiments.execution.sweep import Sweep
     from fruit.profiles import run_folder
 
     p = load_profile("claims")
@@ -772,7 +772,7 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
 def test_a_mixed_kind_models_gpu_label_names_each_kind(monkeypatch):
     """LSTM(Nd,Sup): LSTM + (LSTM+Nd - LSTM) + (LSTM+Sup - LSTM) in s/token, each kind
     named (the number was right before, the label named Nd twice)."""
-    from fruit.experiments import gpu_rates
+    from fruit.experiments.planning import gpu_rates
 
     record = gpu_rates.CardRecord(
         "test", "Test GPU", {"LSTM": 100.0, "LSTM+Nd": 10.0, "LSTM+Sup": 50.0, "Tf": 80.0,
@@ -793,7 +793,7 @@ def test_a_mixed_kind_models_gpu_label_names_each_kind(monkeypatch):
 
 
 def test_the_cpu_estimate_says_when_a_throughput_is_modelled(monkeypatch):
-    from fruit.experiments import cost
+    from fruit.experiments.planning import cost
 
     names = {**cost.ARCHITECTURES, "Tf+Nd@4,5": "Tf(-,-,-,Nd,Nd)"}
     monkeypatch.setattr(cost, "ARCHITECTURES", names)

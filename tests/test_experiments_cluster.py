@@ -18,7 +18,7 @@ import psutil
 import pytest
 from test_experiments_support import fake_profile_toml, write_fake_data, write_fake_notebook
 
-from fruit.experiments.cluster import jobqueue_cluster
+from fruit.experiments.clusters.cluster import jobqueue_cluster
 
 BIN = Path(sys.executable).parent
 
@@ -271,7 +271,7 @@ def test_counts_that_would_hang_are_refused(tmp_path: Path, capsys, option, valu
 
 
 def _needs_dashboard():
-    from fruit.experiments.cluster import dashboard_available
+    from fruit.experiments.clusters.cluster import dashboard_available
 
     if not dashboard_available():
         pytest.skip("bokeh is not installed (pip install bokeh): Dask serves no dashboard")
@@ -280,7 +280,7 @@ def _needs_dashboard():
 def test_local_cluster_serves_the_dashboard_it_links_to():
     import urllib.request
 
-    from fruit.experiments.cluster import local_cluster
+    from fruit.experiments.clusters.cluster import local_cluster
 
     _needs_dashboard()
     cluster = local_cluster(workers=1, device="cpu")
@@ -311,7 +311,7 @@ def test_a_local_clusters_workers_are_quieted_before_it_closes():
     (nothing below CRITICAL) as the first step of closing."""
     import logging
 
-    from fruit.experiments.cluster import local_cluster
+    from fruit.experiments.clusters.cluster import local_cluster
 
     cluster = local_cluster(workers=1, device="cpu", dashboard=False)
     try:
@@ -352,7 +352,7 @@ def test_jobqueue_dashboard_comes_with_an_ssh_tunnel(tmp_path: Path, monkeypatch
     import socket
     import warnings
 
-    from fruit.experiments.cluster import connect_jobqueue
+    from fruit.experiments.clusters.cluster import connect_jobqueue
 
     _needs_dashboard()
     # a batch system that accepts jobs and never runs them
@@ -385,7 +385,7 @@ def test_the_data_step_returns_its_fruit_error_for_the_sweep_to_print(tmp_path: 
     # what keeps a Dask worker from logging a bad input with a traceback (raised on the
     # worker, Dask logs it as a failed task first): the error comes back as a value
     from fruit.errors import FruitError
-    from fruit.experiments.sweep import _prepare_data_on_worker
+    from fruit.experiments.execution.sweep import _prepare_data_on_worker
 
     (tmp_path / "published").mkdir()
     sizes = {"train": 100, "dev": 10, "test": 10, "gen": 10}

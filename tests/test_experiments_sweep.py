@@ -17,8 +17,8 @@ from test_experiments_support import (
     write_fake_notebook,
 )
 
-from fruit.experiments.cluster import local_cluster
-from fruit.experiments.sweep import Sweep
+from fruit.experiments.clusters.cluster import local_cluster
+from fruit.experiments.execution.sweep import Sweep
 from fruit.profiles import load_profile
 
 
@@ -200,8 +200,8 @@ def test_under_a_time_limit_a_paused_run_goes_before_a_fresh_one(monkeypatch):
     campaign two paused runs waited behind fresh ones for a whole step.)"""
     import time as clock
 
-    from fruit.experiments.dispatch import Dispatcher
-    from fruit.experiments.plan import RunSpec
+    from fruit.experiments.execution.dispatch import Dispatcher
+    from fruit.experiments.planning.plan import RunSpec
 
     def spec(index):
         return RunSpec("p", "question-formation", "Tf", "final", index, index, 1e-3, 512, 30)
@@ -331,7 +331,7 @@ def test_a_finished_run_whose_config_json_was_edited_is_named_not_counted(tmp_pa
     import re
 
     from fruit.errors import FruitError
-    from fruit.experiments.run_state import SHARED_SETTINGS
+    from fruit.experiments.planning.run_state import SHARED_SETTINGS
 
     write_fake_notebook(tmp_path)
     write_fake_data(tmp_path / "data", ["question-formation"])

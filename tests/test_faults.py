@@ -204,8 +204,8 @@ def test_read_only_folders(tmpfs, data_dir, tmp_path, capfd):
     argv = ["report", "--results", str(results), "--profile", "quick", "--out", str(disk / "t")]
     assert cli_main([*argv, "--no-figures", "--no-paper"]) == 2
     assert one_line(capfd).endswith(": Read-only file system")
-    # fruit run refuses up front (fruit.experiments.checks)
-    from fruit.experiments.checks import check_writable
+    # fruit run refuses up front (fruit.experiments.clusters.checks)
+    from fruit.experiments.clusters.checks import check_writable
 
     with pytest.raises(StorageError, match=f"cannot write {disk / 'results'} .*Read-only file"):
         check_writable(disk / "results")
@@ -225,7 +225,7 @@ def test_run_options_are_checked_once_before_the_sweep(tmp_path):
     from types import SimpleNamespace
 
     from fruit.errors import FruitError
-    from fruit.experiments.checks import check_run_options
+    from fruit.experiments.clusters.checks import check_run_options
 
     def options(**kw):
         base = dict(device="cpu", workers=None, threads=None, scheduler=None, cluster=None,
@@ -271,9 +271,9 @@ def die_when(ready):
     threading.Thread(target=watch, daemon=True).start()
 
 
-import fruit.experiments.reports as reports_module
-import fruit.experiments.schedule as schedule_module
-import fruit.experiments.sweep as sweep_module
+import fruit.experiments.execution.reports as reports_module
+import fruit.experiments.execution.schedule as schedule_module
+import fruit.experiments.execution.sweep as sweep_module
 
 if PHASE == "data":  # on a worker: two files of the staging folder written, then killed
     # (the sweep submits _prepare_data_on_worker: replaced here, it travels to the worker
@@ -299,7 +299,7 @@ if PHASE == "data":  # on a worker: two files of the staging folder written, the
 if PHASE in ("search", "final"):  # on a worker: killed once the run wrote a checkpoint
 
     def execute_then_die(name, notebook, parameters, *rest):
-        from fruit.experiments.worker import execute_run
+        from fruit.experiments.execution.worker import execute_run
 
         if parameters["phase"] == PHASE:
             folder = Path(parameters["run_dir"])
@@ -322,7 +322,7 @@ if PHASE == "selection":  # in the sweep: selection.json written, no final run s
 if PHASE == "reports":  # on a worker: killed once the report notebook wrote a table
 
     def report_then_die(source, executed, parameters, *rest):
-        from fruit.experiments.worker import execute_report
+        from fruit.experiments.execution.worker import execute_report
 
         if Path(source).stem == "report":
             tables = Path(parameters["tables_dir"]) / parameters["profile"]
@@ -494,7 +494,7 @@ def test_training_data_of_the_fault_tests_is_valid(data_dir):
 def test_a_sweep_run_with_a_damaged_checkpoint_starts_again_in_the_same_attempt(data_dir, tmp_path):
     """What a worker executes for a run (the train notebook through papermill): a damaged
     checkpoint is one attempt that restarts the run, not three failing attempts."""
-    from fruit.experiments.worker import RUNNER_LOG, execute_run
+    from fruit.experiments.execution.worker import RUNNER_LOG, execute_run
 
     run_dir = tmp_path / "run"
     parameters = dict(

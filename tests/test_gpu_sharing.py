@@ -1,4 +1,4 @@
-"""Runs sharing a GPU (fruit.experiments.gpu_sharing): the workers' layout, the choice of
+"""Runs sharing a GPU (fruit.experiments.planning.gpu_sharing): the workers' layout, the choice of
 how many runs a GPU takes and its option, and that a run trained beside another gives
 the records it gives alone (on the CPU here; on CUDA in the `gpu` variant)."""
 
@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import fruit.experiments.gpu_sharing as gs
-from fruit.experiments import worker
-from fruit.experiments.gpu_sharing import MAX_RUNS_PER_GPU, RUN_GPU_MEMORY_GIB, runs_per_gpu
+import fruit.experiments.planning.gpu_sharing as gs
+from fruit.experiments.execution import worker
+from fruit.experiments.planning.gpu_sharing import (
+    MAX_RUNS_PER_GPU,
+    RUN_GPU_MEMORY_GIB,
+    runs_per_gpu,
+)
 
 
 def test_the_modelled_default_is_the_fewest_of_cores_memory_and_the_cap():
@@ -56,7 +60,7 @@ def test_workers_i_k_to_i_k_plus_k_minus_1_share_gpu_i(monkeypatch):
 
 
 def test_a_job_holds_gpus_times_runs_per_gpu_workers():
-    from fruit.experiments.cluster import jobqueue_cluster
+    from fruit.experiments.clusters.cluster import jobqueue_cluster
 
     def script(**options):
         cluster = jobqueue_cluster("slurm", memory="32GB", walltime="01:00:00", start=False,
@@ -190,7 +194,7 @@ def test_two_runs_sharing_a_gpu_give_what_each_gives_alone(tmp_path, benchmark_s
 
 
 # ---------------------------------------------------------------------------
-# The dry-run's GPU-hours (fruit.experiments.gpu_rates)
+# The dry-run's GPU-hours (fruit.experiments.planning.gpu_rates)
 
 SMALL = """
 name = "gpu-hours"
@@ -216,8 +220,12 @@ max_epochs = 4
 
 
 def test_gpu_hours_are_the_profiles_tokens_over_the_cards_rate(tmp_path):
-    from fruit.experiments.cost import EVALUATION_TOKEN_COST, pair_costs, tokens_per_example
-    from fruit.experiments.gpu_rates import CARDS, describe_gpu, gpu_hours
+    from fruit.experiments.planning.cost import (
+        EVALUATION_TOKEN_COST,
+        pair_costs,
+        tokens_per_example,
+    )
+    from fruit.experiments.planning.gpu_rates import CARDS, describe_gpu, gpu_hours
     from fruit.profiles import load_profile
 
     (tmp_path / "p.toml").write_text(SMALL)
@@ -251,8 +259,8 @@ def test_gpu_hours_are_the_profiles_tokens_over_the_cards_rate(tmp_path):
 def test_an_architecture_without_a_measured_basis_gets_no_gpu_hours(tmp_path):
     import dataclasses
 
-    from fruit.experiments.cost import pair_costs
-    from fruit.experiments.gpu_rates import CARDS, describe_gpu
+    from fruit.experiments.planning.cost import pair_costs
+    from fruit.experiments.planning.gpu_rates import CARDS, describe_gpu
     from fruit.profiles import load_profile
 
     (tmp_path / "p.toml").write_text(SMALL)
@@ -277,8 +285,8 @@ def test_the_dry_run_prints_gpu_hours_for_the_named_card(tmp_path, capsys):
 
 
 def test_measured_sharing_divides_the_one_run_hours_with_and_without_mps(tmp_path):
-    from fruit.experiments.cost import pair_costs
-    from fruit.experiments.gpu_rates import CARDS, describe_gpu, gpu_hours
+    from fruit.experiments.planning.cost import pair_costs
+    from fruit.experiments.planning.gpu_rates import CARDS, describe_gpu, gpu_hours
 
     (tmp_path / "p.toml").write_text(SMALL)
     costs = pair_costs(load_small(tmp_path))

@@ -23,7 +23,7 @@ def test_notebooks_open_on_the_projects_kernel(notebook):
 def test_the_sweep_names_its_kernel(monkeypatch, tmp_path):
     import papermill
 
-    from fruit.experiments import worker
+    from fruit.experiments.execution import worker
 
     seen = {}
     monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: seen.update(k))

@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
 
     import psutil
 
-    from fruit.experiments.cluster import local_cluster
+    from fruit.experiments.clusters.cluster import local_cluster
 
     if __name__ == "__main__":
         cluster = local_cluster(workers=2, threads=1, device="cpu", dashboard=True)
@@ -55,7 +55,7 @@ JOBQUEUE_SCRIPT = textwrap.dedent(
     """
     import psutil
 
-    from fruit.experiments.cluster import connect_jobqueue
+    from fruit.experiments.clusters.cluster import connect_jobqueue
 
     if __name__ == "__main__":
         cluster = connect_jobqueue(
@@ -84,7 +84,7 @@ JOBQUEUE_SCRIPT = textwrap.dedent(
 
 @pytest.mark.timeout(300)
 def test_a_jobqueue_clusters_services_listen_on_the_chosen_interface_only(tmp_path):
-    from fruit.experiments.cluster import dashboard_available
+    from fruit.experiments.clusters.cluster import dashboard_available
 
     if not dashboard_available():
         pytest.skip("bokeh is not installed (pip install bokeh): Dask serves no dashboard")

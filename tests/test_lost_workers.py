@@ -19,10 +19,10 @@ import pytest
 from test_experiments_support import fake_profile_toml, write_fake_data, write_fake_notebook
 
 from fruit.errors import FruitError
-from fruit.experiments.attempts import attempt_history
-from fruit.experiments.deadlines import Deadlines
-from fruit.experiments.jobs import job_started, walltime_seconds
-from fruit.experiments.worker import RUNNER_LOG, execute_run, log_line
+from fruit.experiments.clusters.jobs import job_started, walltime_seconds
+from fruit.experiments.execution.attempts import attempt_history
+from fruit.experiments.execution.deadlines import Deadlines
+from fruit.experiments.execution.worker import RUNNER_LOG, execute_run, log_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,8 +114,8 @@ def _empty_scheduler():
 def test_a_sweep_without_a_worker_says_so_and_ends_at_its_time_limit(tmp_path: Path):
     from distributed import Client
 
-    from fruit.experiments.cluster import RUN_RESOURCE, Cluster
-    from fruit.experiments.sweep import Sweep
+    from fruit.experiments.clusters.cluster import RUN_RESOURCE, Cluster
+    from fruit.experiments.execution.sweep import Sweep
     from fruit.profiles import load_profile
 
     write_fake_notebook(tmp_path)
@@ -198,7 +198,7 @@ def test_missing_cores_are_said_in_fruits_words():
     import dask
     import dask_jobqueue  # noqa: F401 - its defaults first (below)
 
-    from fruit.experiments.cluster import jobqueue_cluster
+    from fruit.experiments.clusters.cluster import jobqueue_cluster
 
     # dask.config.set puts back what it changed on exit, and a key that was absent on
     # entry it deletes whole: without dask-jobqueue's defaults loaded before it, the
@@ -219,7 +219,7 @@ def test_the_worker_of_a_run_stopped_by_its_walltime_is_let_go():
     (its job then ends, and a fresh job replaces it), and the future is not recomputed."""
     from distributed import Client, LocalCluster
 
-    from fruit.experiments.jobs import retire_worker_of
+    from fruit.experiments.clusters.jobs import retire_worker_of
 
     with (
         LocalCluster(
@@ -249,8 +249,8 @@ def test_the_dry_runs_gpu_line_follows_the_runs_per_gpu_of_the_cluster(tmp_path:
     """--cluster ... --gpus G: the time on the jobs' GPUs with the runs per GPU they hold
     (measured sharing on the H200, the bounds on the H100, which has none measured),
     not the one-run-per-GPU time."""
-    from fruit.experiments.cost import describe, pair_costs
-    from fruit.experiments.gpu_rates import CARDS, gpu_hours
+    from fruit.experiments.planning.cost import describe, pair_costs
+    from fruit.experiments.planning.gpu_rates import CARDS, gpu_hours
     from fruit.profiles import load_profile
 
     profile = load_profile(_big_profile(tmp_path))

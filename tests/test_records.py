@@ -368,7 +368,7 @@ def test_parameters_are_converted_strictly():
 
 
 def test_a_sweep_refuses_a_finished_run_of_another_profile(tmp_path):
-    from fruit.experiments.plan import check_metrics_match, search_specs
+    from fruit.experiments.planning.plan import check_metrics_match, search_specs
     from fruit.profiles import load_profile
 
     spec = search_specs(load_profile("smoke"), QF, "Tf")[0]

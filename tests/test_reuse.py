@@ -1,4 +1,4 @@
-"""fruit.experiments.reuse: a profile takes over another profile's records of the very
+"""fruit.experiments.planning.reuse: a profile takes over another profile's records of the very
 same runs, and only those. Oracle: the runs themselves, trained under each profile."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from fruit import training
 from fruit.errors import FruitError
-from fruit.experiments.plan import check_metrics_match, search_specs
-from fruit.experiments.reuse import reusable_runs, take_over
+from fruit.experiments.planning.plan import check_metrics_match, search_specs
+from fruit.experiments.planning.reuse import reusable_runs, take_over
 from fruit.profiles import load_profile
 from fruit.training.data import prepare_data
 
@@ -149,7 +149,7 @@ def test_a_profile_cannot_reuse_itself_or_a_non_list(tmp_path):
 
 
 def test_the_dry_run_names_the_runs_it_will_take_over(trained):
-    from fruit.experiments.cost import describe
+    from fruit.experiments.planning.cost import describe
 
     root, data_dir, results = trained
     dry = profile(root, "dry", trials=3, extra='reuse = ["src"]')

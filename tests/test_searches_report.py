@@ -27,7 +27,7 @@ def test_the_selected_trial_is_marked_only_once_the_search_finished(tmp_path):
     for i, ce in enumerate((1.2, 0.9, 1.0)):
         run = write_run(tmp_path, "p", QF, "Tf+Nd", i, FULL, PARTIAL, phase="search")
         _edit(run, best_validation_cross_entropy=ce, learning_rate=1e-4 * (i + 1))
-    # taken over finished (fruit.experiments.reuse writes both records), and unfinished
+    # taken over finished (fruit.experiments.planning.reuse writes both records), and unfinished
     # then finished here (metrics.json written by this profile's run, without the field)
     for record in ("config.json", "metrics.json"):
         _edit(run, record, reused_from="other/question-formation/Tf+Nd/search-2")

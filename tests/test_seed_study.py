@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fruit.experiments.plan import final_specs
+from fruit.experiments.planning.plan import final_specs
 from fruit.profiles import derive_seed, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]

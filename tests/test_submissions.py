@@ -18,8 +18,8 @@ from test_experiments_cluster import fruit_run
 from test_experiments_support import fake_profile_toml, write_fake_data, write_fake_notebook
 
 from fruit.errors import FruitError
-from fruit.experiments.jobs import refusal_hint, retry_delay, submission_message
-from fruit.experiments.watch import WorkerWatch
+from fruit.experiments.clusters.jobs import refusal_hint, retry_delay, submission_message
+from fruit.experiments.execution.watch import WorkerWatch
 
 OPTIONS = dict(cores=1, memory="1GB", walltime="00:10:00", gpus=0)
 
@@ -73,7 +73,7 @@ def test_a_failed_submission_is_replaced_by_a_new_one(tmp_path: Path, monkeypatc
     """sbatch fails its first try: the job is submitted again 5 s later. The job is then
     lost, and its replacement's first try fails too: a second replacement follows, and
     the job left without a job ID holds nothing up."""
-    from fruit.experiments.cluster import jobqueue_cluster
+    from fruit.experiments.clusters.cluster import jobqueue_cluster
 
     bin_ = tmp_path / "bin"
     monkeypatch.setenv("PATH", fake_slurm(bin_, failing=(1, 3))["PATH"])
@@ -162,7 +162,7 @@ def _waiting_line(cluster, seconds: float = 30) -> list[str]:
 
 
 def test_the_waiting_line_says_that_no_job_was_submitted(tmp_path: Path, monkeypatch):
-    from fruit.experiments.cluster import connect_jobqueue
+    from fruit.experiments.clusters.cluster import connect_jobqueue
 
     monkeypatch.setenv("PATH", fake_slurm(tmp_path / "bin", failing=tuple(range(1, 99)))["PATH"])
     cluster = connect_jobqueue("slurm", jobs=1, dashboard=False, **OPTIONS)
@@ -179,7 +179,7 @@ def test_the_waiting_line_says_that_no_job_was_submitted(tmp_path: Path, monkeyp
 
 
 def test_the_waiting_line_gives_squeues_reason(tmp_path: Path, monkeypatch):
-    from fruit.experiments.cluster import connect_jobqueue
+    from fruit.experiments.clusters.cluster import connect_jobqueue
 
     monkeypatch.setenv("PATH", fake_slurm(tmp_path / "bin", reason="Resources")["PATH"])
     cluster = connect_jobqueue("slurm", jobs=2, dashboard=False, **OPTIONS)
@@ -196,8 +196,8 @@ def test_the_waiting_line_gives_squeues_reason(tmp_path: Path, monkeypatch):
 def test_a_refusal_for_good_while_no_worker_is_left_ends_the_wait(tmp_path: Path, monkeypatch):
     """The sweep's side of a refusal after the start (say, the partition removed while
     the sweep waited for a replacement): the watch raises the one-line error."""
-    from fruit.experiments.cluster import RUN_RESOURCE, Cluster
-    from fruit.experiments.jobs import QueueWatch, Submissions
+    from fruit.experiments.clusters.cluster import RUN_RESOURCE, Cluster
+    from fruit.experiments.clusters.jobs import QueueWatch, Submissions
 
     submissions = Submissions("slurm")
     submissions.failed(submission_message("sbatch", NO_PARTITION), "--queue must name one")

@@ -411,7 +411,7 @@ def test_profile_training_keys_are_the_run_config_fields_not_set_per_run():
     value would be overridden silently) or it is derived from the run seed."""
     from dataclasses import fields
 
-    from fruit.experiments.plan import final_specs
+    from fruit.experiments.planning.plan import final_specs
     from fruit.profiles import _TABLE_KEYS, load_profile
 
     profile = load_profile("smoke")

@@ -1,4 +1,4 @@
-"""What a worker hands the notebook kernels it starts (fruit.experiments.worker).
+"""What a worker hands the notebook kernels it starts (fruit.experiments.execution.worker).
 
 A kernel runs in its notebook's folder, so a relative PYTHONPATH (``PYTHONPATH=lib``,
 a checkout used without installing it, as on a lent GPU machine) must reach it made
@@ -12,7 +12,7 @@ import os
 import nbformat
 import pytest
 
-from fruit.experiments import worker
+from fruit.experiments.execution import worker
 
 
 def test_relative_import_path_entries_reach_the_kernel_absolute(tmp_path, monkeypatch):

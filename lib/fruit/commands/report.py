@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from fruit import reporting
     from fruit.errors import FruitError
-    from fruit.experiments.checks import check_writable
+    from fruit.experiments.clusters.checks import check_writable
     from fruit.io import check_folder
     from fruit.reporting.runs import check_expected_runs
 

@@ -1,5 +1,5 @@
 """``fruit run``: an experiment profile end to end on Dask (data, search, final runs,
-tables, figures). See fruit.experiments.sweep and docs/cluster.md."""
+tables, figures). See fruit.experiments.execution.sweep and docs/cluster.md."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from fruit.errors import FruitError, check_split_size
-from fruit.experiments.checks import check_options_take_effect, check_run_options
-from fruit.experiments.gpu_sharing import check_gpu_options
+from fruit.experiments.clusters.checks import check_options_take_effect, check_run_options
+from fruit.experiments.planning.gpu_sharing import check_gpu_options
 
 # fruit run's exit status: every planned run finished (and the reports were made) 0; a
 # run failed or a pair was skipped 1; bad input 2 (fruit.cli); paused with runs left (a
@@ -37,8 +37,8 @@ class SecondSignal(KeyboardInterrupt):
 # The shortest --time-limit: what a run needs to start under it. Under a limit T, a run
 # whose pair has a recorded final evaluation must pause up to T/2 before the end (its
 # evaluation's reserve) less the time to close down (at most 5 % of T, 5 s at least;
-# fruit.experiments.deadlines.Deadlines), and it is not started in the last
-# RUN_START_SECONDS before that (fruit.experiments.worker); the workers and the data check
+# fruit.experiments.execution.deadlines.Deadlines), and it is not started in the last
+# RUN_START_SECONDS before that (fruit.experiments.execution.worker); the workers and the data check
 # take up to about 20 s on a loaded two-core machine. At 2 minutes a run can still start
 # 34 s in and train before it pauses; below that, a call could end having started nothing.
 MIN_TIME_LIMIT = 120.0
@@ -150,7 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cluster(args):
-    from fruit.experiments import cluster as ec
+    from fruit.experiments.clusters import cluster as ec
 
     if args.scheduler and args.cluster:
         raise FruitError("give either --scheduler or --cluster, not both")
@@ -271,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
     started = time.time()  # a time limit counts from here, cluster start-up included
     if args.figures is None:  # beside the results folder
         args.figures = str(Path(args.results).parent / "figures")
-    from fruit.experiments.worker import allocator_environment
+    from fruit.experiments.execution.worker import allocator_environment
 
     allocator = allocator_environment()  # before a Dask nanny adds its own to os.environ
     check_counts(args)
@@ -288,10 +288,10 @@ def main(args: argparse.Namespace) -> int:
         check_notebook(args.notebook, "--notebook")
     check_gpu_options(args)
     if args.dry_run:
-        from fruit.experiments.capacity import dry_run_capacity
-        from fruit.experiments.cost import describe
-        from fruit.experiments.gpu_rates import dry_run_cards
-        from fruit.experiments.plan import search_specs
+        from fruit.experiments.clusters.capacity import dry_run_capacity
+        from fruit.experiments.planning.cost import describe
+        from fruit.experiments.planning.gpu_rates import dry_run_cards
+        from fruit.experiments.planning.plan import search_specs
 
         pairs = list(only or profile.pairs)
         print(f"profile {profile.name} ({profile.source}): {profile.description}")
@@ -339,7 +339,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
     """The sweep on ``cluster`` (closed at the end, whatever happens); its exit status."""
-    from fruit.experiments.sweep import Sweep
+    from fruit.experiments.execution.sweep import Sweep
 
     try:
         sweep = Sweep(
@@ -392,7 +392,7 @@ def stalled_message(time_limit: str, startup: float | None) -> str:
     """The one line of a call that started, advanced and finished nothing under its
     time limit (``SweepResult.stalled``); ``startup``: seconds until the data was ready
     (None: it never was)."""
-    from fruit.experiments.worker import RUN_START_SECONDS
+    from fruit.experiments.execution.worker import RUN_START_SECONDS
 
     took = (
         "the limit ended before the data was ready"

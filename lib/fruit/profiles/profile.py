@@ -46,7 +46,7 @@ class Profile:
     final_learning_rate: float | None
     training: dict[str, Any]
     source: str  # the file it came from
-    # profiles whose records of the very same runs are taken over (fruit.experiments.reuse)
+    # profiles whose records of the very same runs are taken over (fruit.experiments.planning.reuse)
     reuse: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:

@@ -62,7 +62,7 @@ class RunResult:
     metrics: dict | None = field(default=None, repr=False)
     code: str = "unrecorded"  # the commit it was trained from ("abc1234", "abc1234+dirty")
     cpu: str = "unrecorded"  # the CPU it was trained on ("AMD EPYC (AVX2)"; no width: older)
-    # the same run under another profile that this one took over (fruit.experiments.reuse;
+    # the same run under another profile that this one took over (fruit.experiments.planning.reuse;
     # config.json's record, which a run taken over unfinished and finished here keeps too)
     reused_from: str | None = None
     # the commits, CPUs and devices it was resumed under after it started elsewhere

@@ -5,7 +5,7 @@ the run records alone.
   learning rate and batch budget, how long it trained, its best validation
   cross-entropy (what selects) and its accuracies, the selected trial marked, and where
   a trial was taken over from another profile (``reused_from``,
-  ``fruit.experiments.reuse``).
+  ``fruit.experiments.planning.reuse``).
 * ``markdown_by_subject``: per pair, every final run's (and search trial's) generalization
   accuracies by the kind of modifier on the subject (``by_subject`` in metrics.json,
   recorded at the end of each run: ``fruit.breakdown``, or afterwards from its best.pt:
@@ -35,7 +35,7 @@ def _pairs(runs: list[RunResult]) -> list[tuple[str, str]]:
 
 def _selected(trials: list[RunResult]) -> RunResult | None:
     """The trial with the lowest finite best validation cross-entropy (ties: lowest
-    index), as ``fruit.experiments.plan.select_best`` selects, once every trial finished."""
+    index), as ``fruit.experiments.planning.plan.select_best`` selects, once every trial finished."""
     if any(t.metrics is None for t in trials):
         return None
     scored = [

@@ -1,6 +1,6 @@
 """Batch jobs' walltime: what ``--walltime`` (or the Dask config's ``jobqueue.<kind>.walltime``)
 means in seconds, and, on a worker, when the job it runs in started (so that a run pauses
-before the job ends: ``fruit.experiments.deadlines.Deadlines.of_job``).
+before the job ends: ``fruit.experiments.execution.deadlines.Deadlines.of_job``).
 
 A worker learns its job's start from its own process tree: the oldest ancestor that
 belongs to the same job (the same ``SLURM_JOB_ID``, ``PBS_JOBID`` or ``JOB_ID``), which is
@@ -186,7 +186,7 @@ class Submissions:
     """What the submissions of one jobqueue cluster's jobs gave: job IDs, failed tries in
     a row, a refusal for good, and the lines the sweep is to say about them. Written by
     the cluster's event loop (``TrackedJob``), read by the sweep's thread
-    (``fruit.experiments.watch``)."""
+    (``fruit.experiments.execution.watch``)."""
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -383,7 +383,7 @@ def queue_states(kind: str, job_ids: list[str], timeout: float = 20.0) -> dict |
 
 class QueueWatch:
     """A jobqueue cluster's jobs as a sweep without a worker sees them
-    (``fruit.experiments.cluster.Cluster``, ``fruit.experiments.watch``): what their
+    (``fruit.experiments.clusters.cluster.Cluster``, ``fruit.experiments.execution.watch``): what their
     submissions said, and, on Slurm, each job's state and squeue's reason, asked in the
     background at most every ``every`` seconds (a controller that does not answer does
     not hold up the sweep)."""

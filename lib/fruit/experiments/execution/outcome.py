@@ -1,5 +1,5 @@
 """What one ``Sweep.run()`` did (``SweepResult``): runs found complete, trained, failed,
-paused, left; the reports it wrote. ``fruit.experiments.schedule`` fills it in, the sweep
+paused, left; the reports it wrote. ``fruit.experiments.execution.schedule`` fills it in, the sweep
 and ``fruit run`` read it (its exit status: ``fruit.commands.run``)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from fruit.experiments.progress import clock
-from fruit.experiments.run_state import describe_paused
+from fruit.experiments.execution.progress import clock
+from fruit.experiments.planning.run_state import describe_paused
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ from their own recorded seed; the final runs copy the winning trial's B and lear
 rate, choosing the trial with the lowest best validation cross-entropy.
 
 This module is plain Python (no Dask): planning, run-folder status and selection.
-Executing the runs is ``fruit.experiments.sweep``.
+Executing the runs is ``fruit.experiments.execution.sweep``.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fruit.experiments.attempts import RUNNER_LOG, attempt_history, kept_notebook_name
-from fruit.experiments.deadlines import Deadlines
-from fruit.experiments.gpu_sharing import RUNS_PER_GPU_VARIABLE, gpu_count, gpu_of_worker
+from fruit.experiments.execution.attempts import RUNNER_LOG, attempt_history, kept_notebook_name
+from fruit.experiments.execution.deadlines import Deadlines
+from fruit.experiments.planning.gpu_sharing import RUNS_PER_GPU_VARIABLE, gpu_count, gpu_of_worker
 from fruit.io import (
     PAUSED_MARKER,
     WARNINGS_LOG,
@@ -158,7 +158,7 @@ def _kernel_environment(threads: int | None, device: str) -> dict[str, str]:
     A worker whose process sees several GPUs (a LocalCluster on a multi-GPU machine, or
     a jobqueue job holding several workers per GPU) keeps one of them: with ``k`` workers
     per GPU (``RUNS_PER_GPU_VARIABLE``, set by fruit run; 1 when unset), workers
-    ``i*k .. i*k+k-1`` take GPU ``i`` (``fruit.experiments.gpu_sharing.gpu_of_worker``).
+    ``i*k .. i*k+k-1`` take GPU ``i`` (``fruit.experiments.planning.gpu_sharing.gpu_of_worker``).
     """
     env = {}
     if threads:
@@ -232,7 +232,7 @@ def execute_run(
     within the same attempt, not fail and be retried, and its warning is noted here);
     this function records every attempt in ``runner.log`` and
     keeps the executed notebook of an earlier attempt as ``train.attempt-<k>.ipynb``.
-    Attempts are numbered from ``runner.log`` (``fruit.experiments.attempts``): across
+    Attempts are numbered from ``runner.log`` (``fruit.experiments.execution.attempts``): across
     Dask's own retries and later calls; ``attempt`` (the sweep's count of this run's
     tries) is not what is logged. One that started and never ended is logged as lost.
     The kernel is started with ``JPY_PARENT_PID`` (by jupyter_client), so it exits by
@@ -265,7 +265,7 @@ def execute_run(
 
     job_stop = None
     if walltime is not None:  # the job this worker runs in ends at its walltime
-        from fruit.experiments.jobs import job_started
+        from fruit.experiments.clusters.jobs import job_started
 
         job_stop = Deadlines.of_job(job_started(), walltime).stop_at_for(evaluation)
     if job_stop is not None and time.time() >= job_stop - RUN_START_SECONDS:

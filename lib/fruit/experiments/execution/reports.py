@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fruit.errors import FruitError, StageFailed
-from fruit.experiments.worker import RunFailed, execute_report
+from fruit.experiments.execution.worker import RunFailed, execute_report
 
 REPORT_NOTEBOOK = "report"
 POLL_SECONDS = 0.2  # how often the wait for the report notebook looks for a stop

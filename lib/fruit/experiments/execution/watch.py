@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fruit.errors import FruitError
 
 if TYPE_CHECKING:
-    from fruit.experiments.sweeper import Sweeper
+    from fruit.experiments.execution.sweeper import Sweeper
 
 # How long a sweep may have no worker before it says so (the jobs of a busy cluster may
 # wait longer in its queue, so it says so once per such stretch, and goes on waiting).

@@ -3,7 +3,7 @@ next number, whichever call of ``fruit run`` and whichever Dask retry started it
 attempt whose worker vanished mid-run (a cancelled or preempted batch job, one ended by its
 walltime, a killed worker) is named as lost when the next one starts.
 
-``runner.log`` lines are written by ``fruit.experiments.worker.execute_run``: ``attempt N
+``runner.log`` lines are written by ``fruit.experiments.execution.worker.execute_run``: ``attempt N
 started on ...`` opens an attempt, ``attempt N finished|failed|paused|lost ...`` closes it.
 """
 

@@ -1,6 +1,6 @@
 """Runs waiting for a worker and runs on one (``Dispatcher``): which waiting run goes to a
 free worker next (``priority``), and what is left over when a pause request or the time
-limit ends the sweep. What each finished run unlocks is ``fruit.experiments.schedule``'s."""
+limit ends the sweep. What each finished run unlocks is ``fruit.experiments.execution.schedule``'s."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fruit.experiments.plan import RunSpec, relative_cost
+from fruit.experiments.planning.plan import RunSpec, relative_cost
 
 if TYPE_CHECKING:
-    from fruit.experiments.progress import Progress
-    from fruit.experiments.sweeper import Sweeper
+    from fruit.experiments.execution.progress import Progress
+    from fruit.experiments.execution.sweeper import Sweeper
 
 
 def priority(

@@ -1,8 +1,8 @@
 """Where each planned run of a profile stands, read from its folder: finished (with how
 long it trained and whether it completed) or not (with the epochs it has trained so far).
 
-``fruit run --dry-run``'s estimate (``fruit.experiments.cost``) and the sweep's
-progress line (``fruit.experiments.progress.Progress``) plan from this.
+``fruit run --dry-run``'s estimate (``fruit.experiments.planning.cost``) and the sweep's
+progress line (``fruit.experiments.execution.progress.Progress``) plan from this.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ German question formation), so the pair's runs speak first, then the architectur
 Within each, the runs this call finishes say it best; among recorded runs the fastest
 does, since a record made by older code or on a busier machine (two sweeps on two cores)
 is only slower, often several times. Before anything of an architecture is measured, the
-dry-run's cost model (``fruit.experiments.cost``) predicts it from the reference
+dry-run's cost model (``fruit.experiments.planning.cost``) predicts it from the reference
 throughput.
 
 On a terminal the line is redrawn in place; in a log a new line is written when the
@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.cost import (
+from fruit.experiments.planning.cost import (
     FINAL_EPOCHS,
     epoch_seconds,
     final_length,
     search_until_early_stopping,
 )
-from fruit.experiments.plan import RunSpec
-from fruit.experiments.run_state import run_states
+from fruit.experiments.planning.plan import RunSpec
+from fruit.experiments.planning.run_state import run_states
 from fruit.profiles import Profile
 
 LOG_LINE_SECONDS = 60  # off a terminal, repeat an unchanged line at most this often
@@ -94,7 +94,7 @@ class Progress:
         self, profile: Profile, results_dir: str | Path, pairs: list[tuple[str, str]]
     ) -> None:
         """Start from what the profile's recorded runs show: their training seconds per
-        epoch, and the final runs' length per pair (``fruit.experiments.cost``); and
+        epoch, and the final runs' length per pair (``fruit.experiments.planning.cost``); and
         what the cost model predicts per epoch of each pair, for architectures not yet
         measured."""
         for task, arch in pairs:

@@ -1,6 +1,6 @@
 """How many runs a ``fruit run`` would execute at once, for ``--dry-run``'s wall-clock
 estimate, from the same options and the same rules as the cluster it would start
-(``fruit.experiments.cluster``): a LocalCluster's workers (``--workers``, ``--threads``,
+(``fruit.experiments.clusters.cluster``): a LocalCluster's workers (``--workers``, ``--threads``,
 ``--runs-per-gpu``), or ``--jobs`` batch jobs of ``runs_per_job(--gpus, K)`` runs each
 (``--cluster``, with ``--cores`` and the Dask config). Nothing is started."""
 
@@ -19,8 +19,8 @@ class Capacity:
 
 def dry_run_capacity(args) -> Capacity:
     """The runs at once of the cluster ``args`` (fruit run's options) would start."""
-    from fruit.experiments.cluster import job_walltime, runs_per_job
-    from fruit.experiments.gpu_sharing import job_runs_per_gpu, local_layout
+    from fruit.experiments.clusters.cluster import job_walltime, runs_per_job
+    from fruit.experiments.planning.gpu_sharing import job_runs_per_gpu, local_layout
 
     if args.cluster:
         import dask

@@ -2,7 +2,7 @@
 its stop time, a run in progress pauses before it, and at the deadline whatever is still
 pending is abandoned. ``Sweep.run()`` takes them once, when it starts. A batch job's
 walltime is a limit of the same kind for the runs on that job's workers (``of_job``):
-``fruit.experiments.worker.execute_run`` pauses a run at the earlier of the two stops."""
+``fruit.experiments.execution.worker.execute_run`` pauses a run at the earlier of the two stops."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Deadlines:
     def of_job(cls, started: float, walltime: float | None) -> Deadlines:
         """A batch job's walltime as a time limit of its own: a run on one of the job's
         workers pauses before the job ends as a run pauses before ``--time-limit`` (the
-        same reserves, counted from the job's start: ``fruit.experiments.jobs``), so that
+        same reserves, counted from the job's start: ``fruit.experiments.clusters.jobs``), so that
         a job ending at its walltime loses no training."""
         return cls.starting_at(started, walltime)
 

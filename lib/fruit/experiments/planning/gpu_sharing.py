@@ -22,7 +22,7 @@ because each run needs a CPU core to launch its kernels and room on the GPU for 
 context, weights, optimiser state and activations. ``RUN_GPU_MEMORY_GIB`` is an
 allowance, not a measured peak. ``benchmarks/gpu.py`` measures, on a CUDA machine, each
 architecture's peak GPU memory and the aggregate throughput of K runs sharing the GPU;
-its figures go to docs/cluster.md and to ``fruit.experiments.gpu_rates``, and they are
+its figures go to docs/cluster.md and to ``fruit.experiments.planning.gpu_rates``, and they are
 where this model is to be checked against (and replaced by) measured figures.
 """
 
@@ -33,7 +33,7 @@ import os
 from fruit.errors import FruitError
 
 # The environment variable that tells a worker how many workers share each GPU, so that
-# worker i takes GPU i // k (fruit.experiments.worker): set by fruit run on the workers it
+# worker i takes GPU i // k (fruit.experiments.execution.worker): set by fruit run on the workers it
 # starts (LocalCluster's nanny environment, the jobqueue job script).
 RUNS_PER_GPU_VARIABLE = "FRUIT_RUNS_PER_GPU"
 # GPU memory allowed per run (GiB). A model: a CUDA context takes several hundred MiB,
@@ -122,7 +122,7 @@ def gpu_memory_gib() -> float | None:
 
 
 def job_runs_per_gpu(kind: str, gpus: int, cores: int | None = None) -> int:
-    """Runs per GPU of a job by the model (``fruit.experiments.gpu_sharing``): the job's
+    """Runs per GPU of a job by the model (``fruit.experiments.planning.gpu_sharing``): the job's
     cores (given, else from the Dask config, else 1) shared out one per run. The GPUs'
     memory is not known here (the login node may have none), so only the cores count."""
     import dask
@@ -146,7 +146,7 @@ def gpu_count() -> int:
 def check_gpu_options(args) -> None:
     """One-line errors for --runs-per-gpu out of range or doing nothing, and for a
     --gpu-card without a record (or without --dry-run, the only place it is read)."""
-    from fruit.experiments.gpu_rates import check_card
+    from fruit.experiments.planning.gpu_rates import check_card
 
     if args.gpu_card is not None:
         check_card(args.gpu_card)

@@ -1,21 +1,21 @@
-"""What the bookkeeping of one ``Sweep.run()`` (``fruit.experiments.schedule``,
-``fruit.experiments.dispatch``) needs of the sweep that runs it: a narrow interface, so
-that neither imports ``fruit.experiments.sweep``."""
+"""What the bookkeeping of one ``Sweep.run()`` (``fruit.experiments.execution.schedule``,
+``fruit.experiments.execution.dispatch``) needs of the sweep that runs it: a narrow interface, so
+that neither imports ``fruit.experiments.execution.sweep``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fruit.experiments.plan import RunSpec
+from fruit.experiments.planning.plan import RunSpec
 
 if TYPE_CHECKING:
-    from fruit.experiments.deadlines import Deadlines
+    from fruit.experiments.execution.deadlines import Deadlines
     from fruit.profiles import Profile
 
 
 class Sweeper(Protocol):
-    """What the schedule needs of the sweep that runs it (``fruit.experiments.sweep.Sweep``):
+    """What the schedule needs of the sweep that runs it (``fruit.experiments.execution.sweep.Sweep``):
     the plan, where records go, the cluster, and the few decisions the sweep owns (when a
     run must stop, whether to pause, submitting a run, reading a finished one)."""
 

@@ -12,10 +12,10 @@ it, so a worker trains one run at a time whatever its thread count.
 
 Several runs share a GPU as several worker processes: workers ``i*k .. i*k+k-1`` of a
 machine or job see only GPU ``i`` (``CUDA_VISIBLE_DEVICES``, set for each run's kernel by
-``fruit.experiments.worker``, which reads ``k`` from ``RUNS_PER_GPU_VARIABLE``). Each run
+``fruit.experiments.execution.worker``, which reads ``k`` from ``RUNS_PER_GPU_VARIABLE``). Each run
 is its own process with its own CUDA context, so what it computes cannot depend on its
 neighbours (docs/cluster.md, "On a GPU"). How many share a GPU is one choice,
-``fruit.experiments.gpu_sharing.runs_per_gpu`` (``fruit run --runs-per-gpu``).
+``fruit.experiments.planning.gpu_sharing.runs_per_gpu`` (``fruit run --runs-per-gpu``).
 
 The Dask dashboard is on when bokeh is installed (a dependency of fruit), unless
 ``dashboard=False`` (``fruit run --no-dashboard``); ``Cluster.dashboard_note()`` says
@@ -28,7 +28,7 @@ and dashboard on 127.0.0.1; a jobqueue cluster's scheduler on the Dask config's
 ``interface:`` (dask-jobqueue's), its dashboard on 127.0.0.1 (read through the tunnel),
 and each job's workers, their nannies and their HTTP servers on that interface's address
 on their node (``worker_host_line``). Its jobs' submissions and why they do not start are
-``fruit.experiments.jobs``' (``Cluster.news``, ``never_starts``, ``waiting_note``).
+``fruit.experiments.clusters.jobs``' (``Cluster.news``, ``never_starts``, ``waiting_note``).
 """
 
 from __future__ import annotations
@@ -45,13 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fruit.errors import FruitError, unknown_choice
-from fruit.experiments.gpu_sharing import (
-    RUNS_PER_GPU_VARIABLE,
-    job_runs_per_gpu,
-    local_layout,
-    sharing_note,
-)
-from fruit.experiments.jobs import (
+from fruit.experiments.clusters.jobs import (
     JOBQUEUE_DEFAULT_WALLTIME,
     SUBMIT_COMMANDS,
     SUBMIT_TIMEOUT,
@@ -60,11 +54,17 @@ from fruit.experiments.jobs import (
     tracked_job_class,
     walltime_seconds,
 )
+from fruit.experiments.planning.gpu_sharing import (
+    RUNS_PER_GPU_VARIABLE,
+    job_runs_per_gpu,
+    local_layout,
+    sharing_note,
+)
 
 RUN_RESOURCE = {"run": 1}
 # The module every LocalCluster worker imports at its start (Dask's "preload"): its
 # ``dask_setup`` makes the worker ignore SIGINT, so that Ctrl-C reaches `fruit run` only.
-WORKER_PRELOAD = "fruit.experiments.worker"
+WORKER_PRELOAD = "fruit.experiments.execution.worker"
 JOBQUEUE_KINDS = ("slurm", "pbs", "sge")
 
 
@@ -79,7 +79,7 @@ class Cluster:
     dashboard: str | None = None  # the dashboard's link, e.g. http://127.0.0.1:8787/status
     tunnel: str | None = None  # how to reach it from another machine (ssh -L ...)
     walltime: float | None = None  # seconds a worker's batch job lasts (None: no limit)
-    # what a sweep without a worker says to do (fruit.experiments.watch)
+    # what a sweep without a worker says to do (fruit.experiments.execution.watch)
     no_worker_hint: str = "its workers are gone; Ctrl-C or SIGTERM pauses the sweep resumably"
     queue: QueueWatch | None = None  # a jobqueue cluster's jobs: submissions, queue states
     _closers: list = field(default_factory=list)
@@ -143,7 +143,7 @@ class Cluster:
 QUIET_DASK = {
     # Dask's nanny would give every worker -- and, by updating os.environ before it spawns
     # them, the process that starts the cluster -- MALLOC_TRIM_THRESHOLD_=65536, which made
-    # the training kernels they start twice as slow (fruit.experiments.worker).
+    # the training kernels they start twice as slow (fruit.experiments.execution.worker).
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "10s",
@@ -327,7 +327,7 @@ def jobqueue_cluster(
         )
     kwargs["job_extra_directives"] = directives
     additions = []  # to the job script's prologue
-    if gpus:  # the workers' share of the GPUs (fruit.experiments.worker)
+    if gpus:  # the workers' share of the GPUs (fruit.experiments.execution.worker)
         additions.append(f"export {RUNS_PER_GPU_VARIABLE}={per_gpu}")
     worker_args = list(kwargs.pop("worker_extra_args", None) or [])
     worker_args += dask.config.get(f"jobqueue.{kind}.worker-extra-args", []) or []

@@ -22,7 +22,7 @@ the mean length of the pair's recorded final runs (else of its recorded search t
 where early stopping ends those too, else of the architecture's recorded final runs on
 other tasks, else ``FINAL_EPOCHS``; diverged runs left out), and what is
 *left* counts only runs without ``metrics.json``, less the epochs an unfinished run has
-already trained (a final run at least one more epoch; ``fruit.experiments.run_state``).
+already trained (a final run at least one more epoch; ``fruit.experiments.planning.run_state``).
 The training time the recorded runs took (their
 ``train_seconds``) is printed next to what the same formula predicts for them, which
 says how far this machine's load is from the reference measurements.
@@ -35,8 +35,8 @@ import functools
 from pathlib import Path
 
 from fruit.errors import FruitError
-from fruit.experiments.reuse import reusable_runs
-from fruit.experiments.run_state import RunState, epochs_so_far, run_states
+from fruit.experiments.planning.reuse import reusable_runs
+from fruit.experiments.planning.run_state import RunState, epochs_so_far, run_states
 from fruit.names import ARCHITECTURES, TRANSFORMER_BASES, split_description
 from fruit.profiles import Profile
 
@@ -79,7 +79,9 @@ class PairCost:
     left_core_hours: float | None = None  # the runs still to train (None: records not read)
     recorded_train_hours: float = 0.0  # what the recorded runs took (their train_seconds)
     recorded_estimate_hours: float = 0.0  # what the formula predicts for those same runs
-    taken_over: tuple[str, ...] = ()  # runs another profile recorded (fruit.experiments.reuse)
+    taken_over: tuple[
+        str, ...
+    ] = ()  # runs another profile recorded (fruit.experiments.planning.reuse)
     tokens: float = 0.0  # training tokens of every run of the pair (evaluation weighted as above)
 
 
@@ -251,12 +253,12 @@ def describe(
     """The estimate as text: one line per pair, then the total and the wall-clock time
     with ``workers`` runs at once (``where``: those runs in words, e.g. the jobs of
     ``fruit run --cluster``; default "one-thread workers"); with ``results_dir``, what is
-    left of it; for each of ``gpu_cards`` (fruit.experiments.gpu_rates), the GPU-hours on
+    left of it; for each of ``gpu_cards`` (fruit.experiments.planning.gpu_rates), the GPU-hours on
     that card, with ``runs_per_gpu`` runs sharing a GPU, and on ``gpus`` GPUs. With
     ``gpus`` (those of the jobs of ``fruit run --cluster ... --gpus``) the ``workers`` runs
     at once share them as that cluster lays them out, ``workers / gpus`` to a GPU, unless
     ``runs_per_gpu`` is given."""
-    from fruit.experiments.gpu_rates import check_card, describe_gpu, gpu_hours, on_gpus
+    from fruit.experiments.planning.gpu_rates import check_card, describe_gpu, gpu_hours, on_gpus
 
     on = f"{workers} one-thread workers" if where is None else f"{workers} runs at once ({where})"
 
@@ -277,7 +279,7 @@ def describe(
         if c.architecture not in TOKENS_PER_SECOND:  # as the GPU lines say it
             line += (
                 f"; throughput modelled, not measured ({tokens_per_second(c.architecture):,.0f} "
-                "tokens/s from its description: fruit.experiments.cost.tokens_per_second)"
+                "tokens/s from its description: fruit.experiments.planning.cost.tokens_per_second)"
             )
         lines.append(line)
     total = sum(c.core_hours for c in costs)

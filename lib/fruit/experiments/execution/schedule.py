@@ -2,7 +2,7 @@
 
 A ``Schedule`` holds what each outcome unlocks: the search runs of every (task,
 architecture) pair, their finished metrics and failures; the runs waiting for a worker and
-the pending Dask futures are its ``Dispatcher``'s (``fruit.experiments.dispatch``). A finished search run may close its pair's search, which picks
+the pending Dask futures are its ``Dispatcher``'s (``fruit.experiments.execution.dispatch``). A finished search run may close its pair's search, which picks
 the winning trial (``selection.json``) and submits the pair's final runs; a failed run is
 retried, then recorded; at the time limit whatever is still pending is abandoned (its
 last checkpoint stays for the next call). Submitting and the settings are the ``Sweep``'s.
@@ -16,24 +16,24 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fruit.experiments.dispatch import Dispatcher
-from fruit.experiments.jobs import retire_worker_of
-from fruit.experiments.outcome import SweepResult
-from fruit.experiments.plan import (
+from fruit.experiments.clusters.jobs import retire_worker_of
+from fruit.experiments.execution.dispatch import Dispatcher
+from fruit.experiments.execution.outcome import SweepResult
+from fruit.experiments.execution.watch import PAUSE_GRACE_SECONDS, WorkerWatch
+from fruit.experiments.execution.worker import EXECUTED_NOTEBOOK
+from fruit.experiments.planning.plan import (
     RunSpec,
     final_specs,
     search_specs,
     select_best,
     selection_record,
 )
-from fruit.experiments.run_state import epochs_so_far
-from fruit.experiments.watch import PAUSE_GRACE_SECONDS, WorkerWatch
-from fruit.experiments.worker import EXECUTED_NOTEBOOK
+from fruit.experiments.planning.run_state import epochs_so_far
 from fruit.io import atomic_write_json
 
 if TYPE_CHECKING:
-    from fruit.experiments.progress import Progress
-    from fruit.experiments.sweeper import Sweeper
+    from fruit.experiments.execution.progress import Progress
+    from fruit.experiments.execution.sweeper import Sweeper
 
 
 TRAINED_SECONDS = 30.0  # how often the time estimate reads the pending runs' logs

@@ -22,10 +22,10 @@ itself anything still going is abandoned (records are written atomically, so not
 half-written). The same command later goes on where this one stopped, and a run paused
 and resumed ends exactly as an uninterrupted one would.
 
-A one-line progress display (``fruit.experiments.progress``) shows runs done / running
+A one-line progress display (``fruit.experiments.execution.progress``) shows runs done / running
 / failed / left and an estimate of the time remaining. The bookkeeping of one ``run()`` (what each finished or failed run
-unlocks next) is ``fruit.experiments.schedule``; the report notebooks,
-``fruit.experiments.reports``.
+unlocks next) is ``fruit.experiments.execution.schedule``; the report notebooks,
+``fruit.experiments.execution.reports``.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fruit.errors import FruitError
-from fruit.experiments.deadlines import Deadlines
-from fruit.experiments.outcome import SweepResult
-from fruit.experiments.plan import RunSpec, check_metrics_match, plan, relative_cost
-from fruit.experiments.progress import Progress
-from fruit.experiments.reports import ReportsStopped, run_reports
-from fruit.experiments.reuse import same_run_elsewhere, take_over
-from fruit.experiments.run_state import check_records_agree
-from fruit.experiments.schedule import Schedule, planned_runs
-from fruit.experiments.watch import NO_WORKER_SECONDS, wait_for
-from fruit.experiments.worker import allocator_environment, execute_run
+from fruit.experiments.execution.deadlines import Deadlines
+from fruit.experiments.execution.outcome import SweepResult
+from fruit.experiments.execution.progress import Progress
+from fruit.experiments.execution.reports import ReportsStopped, run_reports
+from fruit.experiments.execution.schedule import Schedule, planned_runs
+from fruit.experiments.execution.watch import NO_WORKER_SECONDS, wait_for
+from fruit.experiments.execution.worker import allocator_environment, execute_run
+from fruit.experiments.planning.plan import RunSpec, check_metrics_match, plan, relative_cost
+from fruit.experiments.planning.reuse import same_run_elsewhere, take_over
+from fruit.experiments.planning.run_state import check_records_agree
 from fruit.io import atomic_write_json, read_metrics, remove_leftovers
 from fruit.profiles import Profile
 
@@ -154,7 +154,7 @@ class Sweep:
         if not self.pairs:
             raise FruitError(f"no (task, architecture) pair of profile {profile.name} is selected")
         # the kernels get the launching process's malloc settings, not the Dask workers'
-        # (fruit.experiments.worker._ALLOCATOR_PREFIX). Take them before any Dask nanny
+        # (fruit.experiments.execution.worker._ALLOCATOR_PREFIX). Take them before any Dask nanny
         # starts in this process: a nanny writes its settings into os.environ.
         self.allocator = allocator_environment() if allocator is None else dict(allocator)
         self.deadlines = Deadlines()  # set by run(): when runs pause, when it ends
@@ -180,7 +180,7 @@ class Sweep:
     def finished_metrics(self, spec: RunSpec) -> dict[str, Any] | None:
         """The run's metrics.json, when it finished (and holds this very run), else None.
         A run not yet started here whose very same run another profile of the profile's
-        ``reuse`` holds is taken over first (``fruit.experiments.reuse``)."""
+        ``reuse`` holds is taken over first (``fruit.experiments.planning.reuse``)."""
         folder = spec.folder(self.results_dir)
         same = same_run_elsewhere(spec, self.profile, self.results_dir, self.data_dir)
         if same is not None:
@@ -316,7 +316,7 @@ class Sweep:
     def run_reports(self) -> list[Path]:
         """Execute report.ipynb (next to the train notebook) on the cluster: the same
         ``fruit.reporting.report`` as ``fruit report``; its executed copy goes to
-        ``results/notebooks/<profile>/`` (``fruit.experiments.reports``)."""
+        ``results/notebooks/<profile>/`` (``fruit.experiments.execution.reports``)."""
         return run_reports(
             self.client,
             notebook_dir=self.notebook.parent,

@@ -3,14 +3,14 @@
 Only figures measured and recorded in this repository are in ``CARDS``, each card with
 where its figures come from (script, settings, date, commit). An architecture without a
 measured figure on a card is *modelled* from the measured ones, and the model is printed
-beside it (``rate``): seconds per token add up as in ``fruit.experiments.cost``'s
+beside it (``rate``): seconds per token add up as in ``fruit.experiments.planning.cost``'s
 model for unregistered architectures (the plain network, plus what one stack of a kind
 adds to it as measured), an RNN is taken as fast as the LSTM on the same card (both
 bases run as one fused kernel on CUDA), and ``+R`` (the stack reading connected to the
 output) as fast as without it. Where not even that is possible the architecture is
 "not measured" and no GPU-hours are given for it.
 
-Several runs sharing a GPU (fruit.experiments.gpu_sharing) have an aggregate throughput
+Several runs sharing a GPU (fruit.experiments.planning.gpu_sharing) have an aggregate throughput
 that only a measurement can tell; ``CardRecord.sharing`` holds it where measured
 (``benchmarks/gpu.py``: aggregate over alone at K runs, the smallest over the
 architectures measured), and without it the dry-run gives the two bounds: no gain (the
@@ -146,7 +146,7 @@ def rate(record: CardRecord, arch: str) -> tuple[float | None, str]:
 
 
 def gpu_hours(costs, record: CardRecord) -> dict[str, tuple[int, float | None, float | None, str]]:
-    """Per architecture of ``costs`` (``fruit.experiments.cost.PairCost``, whose ``tokens``
+    """Per architecture of ``costs`` (``fruit.experiments.planning.cost.PairCost``, whose ``tokens``
     are training tokens with evaluation weighted as in the core-hours): (runs, GPU-hours
     of them all one run per GPU, tokens/s, basis); hours and rate None where not measured."""
     result = {}
@@ -183,7 +183,7 @@ def describe_gpu(costs, record: CardRecord, runs_per_gpu: int | None = None) -> 
     if modelled_hours:
         lines.append(
             "  (model: an RNN as fast as the LSTM, +R as fast as without it, each stack layer "
-            "adding what one adds as measured; fruit.experiments.gpu_rates)"
+            "adding what one adds as measured; fruit.experiments.planning.gpu_rates)"
         )
     total = measured_hours + modelled_hours
     left_out = f"; without {', '.join(missing)} (not measured)" if missing else ""

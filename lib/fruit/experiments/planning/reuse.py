@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fruit.errors import FruitError
-from fruit.experiments.plan import RunSpec, final_specs, search_specs, select_best
-from fruit.experiments.run_state import check_records_agree
+from fruit.experiments.planning.plan import RunSpec, final_specs, search_specs, select_best
+from fruit.experiments.planning.run_state import check_records_agree
 from fruit.io import (
     RESUME_FILES,
     DamagedRecord,
