@@ -56,3 +56,6 @@ def test_records_name_the_data_folder_s_own_seed_or_none(tmp_path):
     assert (config["data_seed"], config["data_source"]) == (5, "generated")
     # the run goes on (and a finished one is checked) against what its folder recorded
     assert _tiny_run(made, tmp_path / "run-made") == config
+    # its data.json gone (or the folder): the finished run is still its own, as recorded
+    (made / "question-formation" / "data.json").unlink()
+    assert _tiny_run(made, tmp_path / "run-made") == config

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,7 +122,10 @@ def test_an_until_loop_at_the_shortest_time_limit_ends_with_the_uninterrupted_re
 ):
     """`until fruit run ... --time-limit 2m; [ $? -ne 75 ]; do :; done` at the documented
     minimum ends, with exit 0 and the records of an uninterrupted sweep: every call
-    under the limit starts and moves on at least one run (exit 75), until none is left."""
+    under the limit starts and moves on at least one run (exit 75), until none is left.
+    The loop's data folder holds the same files without their data.json (a user's own
+    copy): the sweep says so, and its records claim no data seed, where the uninterrupted
+    sweep's name the seed its data.json records."""
     from fruit.commands.run import EXIT_PAUSED, MIN_TIME_LIMIT
 
     assert "trials = 4" in LOOP_PROFILE and '"smoke-loop"' in LOOP_PROFILE
@@ -134,7 +138,9 @@ def test_an_until_loop_at_the_shortest_time_limit_ends_with_the_uninterrupted_re
     assert out.returncode == 0, out.stdout + out.stderr
 
     cwd, results = tmp_path / "cwd", tmp_path / "x" / "results"
-    cwd.mkdir()
+    own = cwd / "data" / "smoke-loop"
+    shutil.copytree(tmp_path / "data" / "smoke-loop", own)  # the sweep's data, copied
+    (own / "question-formation" / "data.json").unlink()  # without its record
     limit = f"{MIN_TIME_LIMIT / 60:g}m"  # the documented minimum (README, --help)
     assert limit == "2m"
     calls = []
@@ -154,6 +160,20 @@ def test_an_until_loop_at_the_shortest_time_limit_ends_with_the_uninterrupted_re
     assert out.returncode == 0, out.stdout + out.stderr
     assert len(calls) >= 2, "the limit never bit: give the loop's profile more runs"
     assert _metrics(results, "smoke-loop") == _metrics(whole, "smoke-loop")
+    assert "data question-formation: found without data.json" in calls[0][1]
+    for folder in (results / "runs" / "smoke-loop").glob("*/*/*-*"):
+        config = json.loads((folder / "config.json").read_text())
+        made = json.loads(
+            (
+                whole
+                / "runs"
+                / "smoke-loop"
+                / folder.relative_to(results / "runs" / "smoke-loop")
+                / "config.json"
+            ).read_text()
+        )
+        assert (config["data_seed"], config["data_source"]) == (None, "unrecorded"), folder
+        assert isinstance(made["data_seed"], int) and made["data_source"] == "generated"
     # everything went to the folders named (--results) or defaulted (data/ in the working
     # folder; figures/ beside the results, never the working folder's)
     assert sorted(p.name for p in cwd.iterdir()) == ["data"]

@@ -214,31 +214,6 @@ def selected_pairs(profile, tasks, architectures):
     )
 
 
-def check_notebook(path: str, option: str) -> None:
-    """``path`` is a Jupyter notebook that papermill can give parameters to (a cell tagged
-    "parameters"): said before any worker starts, not by every run failing."""
-    import json
-
-    try:
-        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        why = getattr(e, "strerror", None) or type(e).__name__
-        raise FruitError(f"{option} {path}: not a Jupyter notebook ({why})") from None
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    if not isinstance(cells, list):
-        raise FruitError(f"{option} {path}: not a Jupyter notebook (no cells)")
-    tagged = any(
-        "parameters" in ((c.get("metadata") or {}).get("tags") or [])
-        for c in cells
-        if isinstance(c, dict)
-    )
-    if not tagged:
-        raise FruitError(
-            f"{option} {path}: no cell tagged 'parameters', so papermill cannot give a run "
-            "its settings; tag the cell of defaults (as notebooks/train.ipynb does)"
-        )
-
-
 def parse_duration(text: str) -> float:
     """Seconds in '2h', '90m', '1h30m', '45s' or a plain number of seconds."""
     value = text.strip().lower()
@@ -283,9 +258,7 @@ def main(args: argparse.Namespace) -> int:
         check_split_size(split, size)
     only = selected_pairs(profile, args.task, args.architecture)
     check_options_take_effect(args, profile)
-    check_run_options(args)  # the device once, worker counts, writable folders
-    if args.notebook:
-        check_notebook(args.notebook, "--notebook")
+    check_run_options(args)  # the device once, worker counts, writable folders, --notebook
     check_gpu_options(args)
     if args.dry_run:
         from fruit.experiments.clusters.capacity import dry_run_capacity
@@ -328,7 +301,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         return _sweep(args, profile, cluster, time_limit, started, only, allocator)
     except KeyboardInterrupt as e:  # a second signal (the first pauses): cluster closed
-        signum = getattr(e, "signum", signal.SIGINT)
+        signum = getattr(e, "signum", EXIT_STOPPED - 128)
         print(
             f"fruit: stopped at once by a second {signal.Signals(signum).name}; the same "
             "command goes on, each unfinished run from its last checkpoint",

@@ -66,7 +66,7 @@ class RunResult:
     # config.json's record, which a run taken over unfinished and finished here keeps too)
     reused_from: str | None = None
     # the commits, CPUs and devices it was resumed under after it started elsewhere
-    # (fruit.provenance.resumed_elsewhere of metrics.json's warnings); empty: none
+    # (fruit.resumed.resumed_elsewhere of metrics.json's warnings); empty: none
     resumed: dict = field(default_factory=dict, repr=False)
 
     @property

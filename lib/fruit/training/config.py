@@ -36,7 +36,7 @@ from fruit.profiles import (
     load_profile,
     run_folder,
 )
-from fruit.training.data import SPLIT_FIELDS, check_split_size, data_origin
+from fruit.training.data import SPLIT_FIELDS, UNRECORDED, check_split_size, data_origin
 
 # RunConfig fields that, when None, come from the profile (fruit.profiles)
 PROFILE_FIELDS = (
@@ -303,10 +303,13 @@ def check_finished_settings(config: RunConfig, run_dir: Path, metrics: dict) -> 
     given (None: chosen from ``target_params``, which is compared)."""
     run_dir = Path(run_dir)
     record = settings_record(config)
+    origin = data_origin(config.data_dir, config.task)  # what config.json records of it
+    if origin["data_source"] == UNRECORDED:  # no data.json (now): its origin cannot be told
+        record = {k: v for k, v in record.items() if k not in origin}
+    else:
+        record.update(origin)
     try:
         old = read_config(run_dir)
-        if old is not None:  # config.json records the data its run found (data_origin)
-            record.update(data_origin(config.data_dir, config.task))
     except DamagedRecord as e:
         raise FruitError(
             f"{e}: it records the finished run's settings; restore it, or delete "

@@ -76,7 +76,7 @@ def warn_if_resumed_elsewhere(run, record: dict) -> None:
     """Resuming with code of another commit, on another kind of CPU or on another device
     than the run started with (config.json's record of its first attempt): say so once, in
     warnings.log and so in metrics.json, where the tables' captions find it
-    (``fruit.provenance.resumed_elsewhere``)."""
+    (``fruit.resumed.resumed_elsewhere``)."""
     started = read_config(run.dir) or {}
     said = checkpoints.read_warnings(run.dir)
     for message in resume_warnings(started, record):

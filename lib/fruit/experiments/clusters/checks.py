@@ -8,6 +8,7 @@ is a one-line FruitError naming it and the valid choices, instead of every run f
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -44,6 +45,8 @@ def check_run_options(args) -> None:
     notebook = getattr(args, "notebook", None)
     if notebook and not Path(notebook).is_file():
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")
+    if notebook:
+        check_notebook(notebook, "--notebook")
     if getattr(args, "dry_run", False):  # writes nothing, but reads the run records there
         results = Path(args.results)
         if results.exists() and not results.is_dir():
@@ -118,3 +121,26 @@ def _read_only(folder: Path) -> bool:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
     except (OSError, AttributeError):  # no statvfs (Windows)
         return False
+
+
+def check_notebook(path: str, option: str) -> None:
+    """``path`` is a Jupyter notebook that papermill can give parameters to (a cell tagged
+    "parameters"): said before any worker starts, not by every run failing."""
+    try:
+        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        why = getattr(e, "strerror", None) or type(e).__name__
+        raise FruitError(f"{option} {path}: not a Jupyter notebook ({why})") from None
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise FruitError(f"{option} {path}: not a Jupyter notebook (no cells)")
+    tagged = any(
+        "parameters" in ((c.get("metadata") or {}).get("tags") or [])
+        for c in cells
+        if isinstance(c, dict)
+    )
+    if not tagged:
+        raise FruitError(
+            f"{option} {path}: no cell tagged 'parameters', so papermill cannot give a run "
+            "its settings; tag the cell of defaults (as notebooks/train.ipynb does)"
+        )

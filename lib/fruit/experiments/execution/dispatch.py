@@ -89,17 +89,20 @@ class Dispatcher:
         ended = [f for f in self.pending if f.done()]
         return [(*self.pending.pop(f), f) for f in ended]
 
-    def abandon(self, why: str = "time limit") -> None:
+    def abandon(self, why: str = "time limit") -> list[RunSpec]:
         """At the time limit (or when a pause request has waited long enough): give up
         what is still pending (a run evaluating, one that has not reached a pause); its
-        last checkpoint stays for the next call."""
+        last checkpoint stays for the next call. Returns the runs given up while running."""
+        given_up = []
         for future, (spec, _) in list(self.pending.items()):
             future.cancel()
             self.unfinished.append(spec)
+            given_up.append(spec)
             self.sweep.say(f"{why}: {spec.name} left unfinished (resumes from its checkpoint)")
         self.unfinished += [spec for spec, _ in self.waiting]
         self.pending.clear()
         self.waiting.clear()
+        return given_up
 
     def drop_unstarted(self) -> None:
         """When pausing: the pending runs that no worker is executing (their worker's job

@@ -66,6 +66,7 @@ class Schedule:
         self.queue = Dispatcher(sweep, progress, self._epochs)  # waiting, pending runs
         self._trained: dict[str, float] = {}  # run name -> epochs trained (pending runs)
         self._trained_at = -float("inf")  # time.monotonic() of that reading
+        self.started = time.time()  # a checkpoint saved since: its run moved on
 
     def execute(self, start: bool = True) -> None:
         """Submit every unfinished run and follow them until none is pending (or the
@@ -93,10 +94,12 @@ class Schedule:
             self.progress.running = queue.running()
             self.progress.show(self._left_specs(), trained=self._trained_so_far())
             if deadline is not None and time.time() >= deadline:
-                queue.abandon()
+                self._given_up(queue.abandon())
                 break
             if asked is not None and time.monotonic() - asked >= PAUSE_GRACE_SECONDS:
-                queue.abandon(f"not paused {PAUSE_GRACE_SECONDS:.0f} s after the request")
+                self._given_up(
+                    queue.abandon(f"not paused {PAUSE_GRACE_SECONDS:.0f} s after the request")
+                )
                 break
             ended = queue.done()
             if not ended:
@@ -110,6 +113,16 @@ class Schedule:
         left = self._left_specs() + queue.unfinished  # what a later call has to train
         self.progress.show(left, force=True, trained={s.name: self._epochs(s) for s in left})
         self.progress.end()
+
+    def _given_up(self, specs: list[RunSpec]) -> None:
+        """Runs abandoned while running moved on if they saved a checkpoint in this call
+        (e.g. one whose training ended and whose evaluation the limit cut short)."""
+        for spec in specs:
+            try:
+                saved = (spec.folder(self.sweep.results_dir) / "checkpoint.pt").stat().st_mtime
+            except OSError:
+                continue
+            self.result.progressed |= saved >= self.started
 
     def _found_complete(self) -> None:
         self.result.found_complete += 1
@@ -141,6 +154,8 @@ class Schedule:
     def _on_result(self, spec: RunSpec, attempt: int, future) -> None:
         outcome = future.result()
         metrics, seconds = outcome
+        moved = getattr(outcome, "progressed", seconds > 0)  # trained further, or finished
+        self.result.progressed |= metrics is not None or bool(moved)
         if metrics is None and getattr(outcome, "job_ending", False) and not self.sweep.pausing():
             retire_worker_of(self.sweep.client, future)  # its job ends; a fresh one comes
             done = "paused" if seconds > 0 else "not started"
@@ -151,10 +166,8 @@ class Schedule:
             self.queue.unfinished.append(spec)
             if seconds > 0:
                 self.result.paused.append(spec.name)
-            self.result.progressed |= bool(getattr(outcome, "progressed", seconds > 0))
             return
         self.result.trained += 1
-        self.result.progressed = True
         self.progress.done += 1
         trained = metrics.get("train_seconds")  # all attempts (``seconds``: this one's)
         if not (isinstance(trained, (int, float)) and trained > 0):

@@ -79,9 +79,8 @@ class PairCost:
     left_core_hours: float | None = None  # the runs still to train (None: records not read)
     recorded_train_hours: float = 0.0  # what the recorded runs took (their train_seconds)
     recorded_estimate_hours: float = 0.0  # what the formula predicts for those same runs
-    taken_over: tuple[
-        str, ...
-    ] = ()  # runs another profile recorded (fruit.experiments.planning.reuse)
+    # runs another profile recorded (fruit.experiments.planning.reuse)
+    taken_over: tuple[str, ...] = ()
     tokens: float = 0.0  # training tokens of every run of the pair (evaluation weighted as above)
 
 
