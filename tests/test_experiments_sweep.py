@@ -370,3 +370,49 @@ def test_the_workers_ignore_ctrl_c_from_their_start_and_after_a_restart(cluster)
     cluster.client.restart()  # new worker processes, spawned while this one handles SIGINT
     handlers = cluster.client.run(handler)
     assert len(handlers) == 2 and set(handlers.values()) == {int(signal.SIG_IGN)}
+
+
+def test_progress_counts_runs_that_moved_on_before_their_jobs_end_or_the_limit(
+    tmp_path, monkeypatch
+):
+    """A call is 'stalled' (exit 2) only when nothing moved on: a run that trained and
+    then stopped for its job's walltime, or one the time limit cut short after it saved a
+    checkpoint in this call (e.g. during its final evaluation), counts as progress."""
+    import os
+    from types import SimpleNamespace
+
+    from fruit.experiments.execution import schedule as schedule_module
+    from fruit.experiments.execution.outcome import SweepResult
+    from fruit.experiments.execution.progress import Progress
+    from fruit.experiments.execution.schedule import Schedule
+    from fruit.experiments.execution.worker import RunOutcome
+
+    monkeypatch.setattr(schedule_module, "retire_worker_of", lambda client, future: None)
+
+    profile = load_profile("smoke")
+    said = []
+    sweep = SimpleNamespace(
+        profile=profile, pairs=list(profile.pairs), results_dir=tmp_path, client=None,
+        pausing=lambda: False, say=said.append,
+    )  # fmt: skip
+    result = SweepResult(total=6, time_limited=True, left=6)
+    schedule = Schedule(sweep, result, Progress(6, 1, None, "smoke"))
+    spec = schedule.search[profile.pairs[0]][0]
+    future = SimpleNamespace(result=lambda: RunOutcome.of(None, 0.0, job_ending=True))
+    schedule._on_result(spec, 1, future)  # not started: its job ends too soon
+    assert not result.progressed and result.stalled
+    moved = RunOutcome.of(None, 42.0, job_ending=True, progressed=True)
+    schedule._on_result(spec, 1, SimpleNamespace(result=lambda: moved))
+    assert result.progressed and not result.stalled
+    assert said[-1].endswith("paused before its job's walltime; goes on in a new job")
+
+    result.progressed = False
+    folder = spec.folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "checkpoint.pt").write_bytes(b"")
+    os.utime(folder / "checkpoint.pt", (schedule.started - 60, schedule.started - 60))
+    schedule._given_up([spec])  # its checkpoint is older than this call: no progress
+    assert not result.progressed
+    os.utime(folder / "checkpoint.pt", (schedule.started + 1, schedule.started + 1))
+    schedule._given_up([spec])
+    assert result.progressed
