@@ -393,21 +393,10 @@ def test_ctrl_c_during_the_reports_stops_them_and_exits_75(local_smoke, tmp_path
     """Every run recorded, the report notebook running: Ctrl-C stops the reports within
     seconds (not when they end), says how to make them, and exits 75 (the same command
     goes on: here, with the reports); nothing is half-written, no process is left."""
-    import shutil
-
     from fruit.commands.run import EXIT_PAUSED
 
     home, _, _ = local_smoke
-    notebooks = tmp_path / "nb"
-    notebooks.mkdir()
-    shutil.copy(NOTEBOOK, notebooks / "train.ipynb")
-    slow = json.loads((NOTEBOOK.parent / "report.ipynb").read_text())
-    slow["cells"].insert(
-        1,
-        {"cell_type": "code", "id": "planted", "metadata": {}, "execution_count": None,
-         "outputs": [], "source": ["import time; time.sleep(600)"]},
-    )  # fmt: skip
-    (notebooks / "report.ipynb").write_text(json.dumps(slow))
+    notebooks = _planted_report(tmp_path / "nb", "import time; time.sleep(600)", at=1)
     tables = tmp_path / "results" / "tables"
     results = tmp_path / "results"
     shutil.copytree(home / "results" / "runs", results / "runs")
@@ -442,6 +431,19 @@ def test_ctrl_c_during_the_reports_stops_them_and_exits_75(local_smoke, tmp_path
     assert not alive, f"processes of the sweep outlived it: {alive}"
 
 
+def _planted_report(folder: Path, source: str, at: int | None = None) -> Path:
+    """``folder`` with the train notebook and a report notebook that runs ``source`` in a
+    cell of its own (inserted at ``at``; None: last); returns ``folder``."""
+    folder.mkdir()
+    shutil.copy(NOTEBOOK, folder / "train.ipynb")
+    report = json.loads((NOTEBOOK.parent / "report.ipynb").read_text())
+    cell = {"cell_type": "code", "id": "planted", "metadata": {}, "execution_count": None,
+            "outputs": [], "source": [source]}  # fmt: skip
+    report["cells"].insert(len(report["cells"]) if at is None else at, cell)
+    (folder / "report.ipynb").write_text(json.dumps(report))
+    return folder
+
+
 def _group(pgid: int) -> list[psutil.Process]:
     """The processes still in process group ``pgid``."""
     found = []
@@ -455,18 +457,8 @@ def _group(pgid: int) -> list[psutil.Process]:
 def test_a_failing_report_stage_exits_1_in_one_line(local_smoke, tmp_path: Path):
     """Every run finished, then the report fails: exit status 1 (2 is for bad input) with
     one `fruit: error:` line naming the failure, and no half-written file left."""
-    import shutil
-
     home, _, _ = local_smoke
-    notebooks = tmp_path / "nb"
-    notebooks.mkdir()
-    shutil.copy(NOTEBOOK, notebooks / "train.ipynb")
-    broken = json.loads((NOTEBOOK.parent / "report.ipynb").read_text())
-    broken["cells"].append(
-        {"cell_type": "code", "id": "planted", "metadata": {}, "execution_count": None,
-         "outputs": [], "source": ["raise ValueError('planted report failure')"]}
-    )  # fmt: skip
-    (notebooks / "report.ipynb").write_text(json.dumps(broken))
+    notebooks = _planted_report(tmp_path / "nb", "raise ValueError('planted report failure')")
     out = fruit_run(
         "--profile", "smoke", "--workers", "1", "--device", "cpu",
         "--notebook", str(notebooks / "train.ipynb"), cwd=home, timeout=600,
