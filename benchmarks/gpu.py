@@ -42,6 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BUDGETS = (512, 1024, 1536, 2048)  # the paper's range of tokens per batch
 AUTHORS_ARCHS = ("Tf", "Tf+Sup", "Tf+Nd", "LSTM")  # the pairs issue 32 compares
+STEPS = ("today", "plain", "eager", "graphs")  # --step: this file's own, fruit.training.steps
 SETUP_SECONDS = 20.0  # a K's processes importing torch and starting CUDA (assumed, per fill)
 
 
@@ -75,6 +76,29 @@ def mixed_batches(strings: list[list[int]], offset: int) -> list[list[list[int]]
     return mixed[offset % len(mixed) :] + mixed[: offset % len(mixed)]
 
 
+def labels(args) -> list[str]:
+    """What each process trains in turn: every architecture once per --step kind, as
+    ARCH (today's step) or ARCH@KIND."""
+    return [a if s == "today" else f"{a}@{s}" for a in args.arch for s in args.step]
+
+
+def step_ratios(fills: dict, steps: list[str]) -> list[str]:
+    """Lines: per architecture and K, each kind's aggregate tokens/s over today's."""
+    if "today" not in steps or len(steps) == 1:
+        return []
+    lines = ["# the steps over today's (aggregate tokens/s, same K, same call):"]
+    for label, by_k in fills.items():
+        arch, _, step = label.partition("@")
+        for k, row in by_k.items() if step else []:
+            today = fills.get(arch, {}).get(k)
+            if today:
+                ratio = row["aggregate"] / today["aggregate"]
+                lines.append(f"#   {arch} {step} K = {k}: {ratio:.2f}x "
+                             f"({row['aggregate']:.0f} against {today['aggregate']:.0f})")  # fmt: skip
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 def worker(args) -> int:
     """One of K runs: each architecture in turn, set up, barrier, train, report."""
     import torch
@@ -87,10 +111,13 @@ def worker(args) -> int:
     barrier = Path(args.barrier)
     data = json.loads((barrier / "strings.json").read_text())
     batches = mixed_batches(data["strings"], args.worker_index)
-    for arch in args.arch:
+    if args.cycle:
+        batches = batches[: args.cycle]
+    for arch in labels(args):
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        meter = bench.Meter(arch, data["vocab_size"], batches, device, warmup=2)
+        name, _, step = arch.partition("@")
+        meter = bench.Meter(name, data["vocab_size"], batches, device, warmup=2, step=step or None)
         (barrier / f"ready-{arch}-{args.worker_index}").touch()
         while not (barrier / f"go-{arch}").exists():
             if (barrier / "stop").exists():
@@ -113,14 +140,15 @@ def fill(k: int, args, barrier: Path, deadline: float) -> dict[str, list[dict]]:
     folder.mkdir()
     (folder / "strings.json").write_text((barrier / "strings.json").read_text())
     command = [sys.executable, __file__, "--device", args.device, "--seconds", str(args.seconds),
-               "--barrier", str(folder)]  # fmt: skip
+               "--barrier", str(folder), "--cycle", str(args.cycle)]  # fmt: skip
     command += [x for a in args.arch for x in ("--arch", a)]
+    command += [x for a in args.step for x in ("--step", a)]
     procs = [
         subprocess.Popen([*command, "--worker-index", str(i)], stdout=subprocess.PIPE, text=True)
         for i in range(k)
     ]
     try:
-        for arch in args.arch:
+        for arch in labels(args):
             while len(list(folder.glob(f"ready-{arch}-*"))) < k:
                 if time.time() > deadline or any(p.poll() not in (None, 0) for p in procs):
                     raise TimeoutError
@@ -271,10 +299,22 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--rau-src", help="a rau checkout's src/, for ours against theirs")
     parser.add_argument("--authors-seconds", type=float, default=8.0)
+    parser.add_argument(
+        "--step", action="append", choices=STEPS,
+        help="how each run steps: today (this benchmark's own step, as fruit.training."
+        "objective.update), or a fruit.training.steps kind (plain, eager, graphs); several "
+        "give each architecture once per kind, as ARCH@KIND, and the ratios over today's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cycle", type=int, default=0,
+        help="train on the first N batches of the mix, cycled (0: all); graphs are made "
+        "once per shape before the timing, so a short cycle keeps that short",
+    )  # fmt: skip
     parser.add_argument("--barrier", help=argparse.SUPPRESS)  # a worker's own arguments
     parser.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.arch = args.arch or list(PAPER_ARCHITECTURES)
+    args.step = args.step or ["today"]
     unknown = [a for a in args.arch if a not in PAPER_ARCHITECTURES]
     if unknown:
         parser.error(
@@ -306,6 +346,7 @@ def measure(args) -> int:
     record = {"card": card, "torch": torch.__version__, "commit": commit(), "budgets": BUDGETS,
               "date": str(datetime.date.today()), "seconds": args.seconds, "fills": {}}  # fmt: skip
     ks = sorted({1, *(int(k) for k in args.runs.split(","))})
+    record["steps"], record["cycle"] = args.step, args.cycle
     with tempfile.TemporaryDirectory() as tmp:
         barrier = Path(tmp)
         (barrier / "strings.json").write_text(
@@ -313,7 +354,7 @@ def measure(args) -> int:
         )
         alone: dict[str, float] = {}
         for k in ks:
-            needed = SETUP_SECONDS + len(args.arch) * (args.seconds + 2)
+            needed = SETUP_SECONDS + len(labels(args)) * (args.seconds + 2)
             if time.time() + needed > deadline:
                 lines.append(f"# K = {k}: skipped, the time budget would not cover it")
                 print(lines[-1], flush=True)
@@ -331,6 +372,7 @@ def measure(args) -> int:
                 lines.append(f"{arch:<12} {k:>3} {aggregate / k:>17.0f} {aggregate:>10.0f} "
                              f"{aggregate / alone[arch]:>8.2f} {peak:>9.0f}")  # fmt: skip
                 print(lines[-1], flush=True)
+    lines += step_ratios(record["fills"], args.step)
     if args.rau_src and time.time() + 3 * len(AUTHORS_ARCHS) * args.authors_seconds > deadline:
         extra = ["# authors: skipped, the time budget would not cover it"]
     else:

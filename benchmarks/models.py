@@ -25,6 +25,7 @@ the data file is absent.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import sys
@@ -72,8 +73,9 @@ class Meter:
     """One architecture's model, optimiser and batches, timed in one or more slices."""
 
     def __init__(
-        self, arch, vocab_size, batches, device, warmup, stepped=False, clock=time.perf_counter
-    ):
+        self, arch, vocab_size, batches, device, warmup, stepped=False, clock=time.perf_counter,
+        step=None,
+    ):  # fmt: skip
         from fruit.models import build_model, num_parameters
 
         torch.manual_seed(0)
@@ -85,8 +87,17 @@ class Meter:
 
         self.optimizer = adam(self.model.parameters(), 1e-4)  # as training builds it
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        for batch in batches[:warmup]:
-            train_step(self.model, self.optimizer, batch, vocab_size)
+        warm = batches[:warmup]
+        if step is None:  # this benchmark's own step (as `fruit.training.objective.update`)
+            self.step = functools.partial(train_step, self.model, self.optimizer, eos=vocab_size)
+        else:  # one of `fruit.training.steps` (plain, eager, graphs)
+            from fruit.training.steps import stepper
+
+            self.step = stepper(step, self.model, self.optimizer, vocab_size, device, 10.0)
+            # graphs are made the first time a shape comes: one step of every shape first
+            warm = list({(len(b), max(map(len, b))): b for b in batches}.values()) + warm
+        for batch in warm:
+            self.step(batch)
         self.order, self.next = batches[warmup:] + batches[:warmup], 0
         self.tokens, self.steps, self.elapsed = 0, 0, 0.0
         self.clock = clock
@@ -98,7 +109,7 @@ class Meter:
         while steps < min_steps or self.clock() - start < seconds:
             batch = self.order[self.next % len(self.order)]
             self.next += 1
-            train_step(self.model, self.optimizer, batch, self.vocab_size)
+            self.step(batch)
             self.sync()
             self.tokens += sum(len(w) + 1 for w in batch)  # predicted positions, EOS included
             steps += 1

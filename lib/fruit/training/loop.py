@@ -40,11 +40,11 @@ from fruit.allocator import tune_for_training
 from fruit.batching import evaluation_batches, training_batches
 from fruit.device import resolve_device
 from fruit.io import PAUSED_MARKER, atomic_write_json, read_metrics
-from fruit.training import checkpoints, records, resume
+from fruit.training import checkpoints, records, resume, steps
 from fruit.training.checkpoints import TrainingState, write_log
 from fruit.training.config import RunConfig, check_finished_settings, resolve_config
 from fruit.training.data import TaskData, check_batch_tokens, data_digest, load_data
-from fruit.training.objective import optimizer_and_scheduler, update, validation_cross_entropy
+from fruit.training.objective import optimizer_and_scheduler, validation_cross_entropy
 from fruit.training.pacing import Pacing
 from fruit.training.progress import progress_bar
 
@@ -81,6 +81,7 @@ class Run:
         self.dir = Path(run_dir)
         self.task = get_task(c.task)
         self.device = resolve_device(c.device)
+        self.step_kind = steps.step_kind(self.device)  # plain, eager or graphs (FRUIT_STEP)
         self.data = data
         self.vocab = self.data.vocab
         self.eos_id = self.vocab.eos_id
@@ -175,9 +176,7 @@ class Run:
             batch = batches[st.batch_index]
             self.pacing.batch_started()
             strings = [self.train_strings[i] for i in batch]
-            loss = update(
-                self.model, self.optimizer, strings, self.eos_id, self.device, c.clip_norm
-            )
+            loss = self._step(strings)  # one optimiser step; nan/inf: no step
             self.pacing.batch_ended()
             st.batch_index += 1
             if not math.isfinite(loss):
@@ -226,6 +225,10 @@ class Run:
         if bar is not None:
             bar.update(st.examples_seen)
         self.pacing = Pacing(st.seconds, stop_at, pause_file)
+        self._step = steps.stepper(
+            self.step_kind, self.model, self.optimizer, self.eos_id, self.device, c.clip_norm,
+            warn=self.warn,
+        )  # fmt: skip
         resumed_from = st.examples_seen  # the pause marker says how far this call went
         while (
             not self.paused and not st.stopped and st.diverged is None and st.epoch < c.max_epochs

@@ -42,10 +42,22 @@ def optimizer_and_scheduler(model, config: RunConfig):
     return optimizer, scheduler
 
 
+def batch_tensors(strings, eos_id: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """tokens (B, n), padded with 0 (any valid id), and targets (B, n+1): each string's
+    tokens then EOS, -1 at padding; on ``device`` (None: the CPU)."""
+    tokens = pad(strings, 0, device)  # (B, n)
+    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1)
+    return tokens, targets
+
+
 def string_losses(model, strings, eos_id: int, device) -> torch.Tensor:
     """Summed -log p(w EOS) per string, (B,), with the graph."""
-    tokens = pad(strings, 0, device)  # (B, n); padding is any valid id
-    targets = pad([w + [eos_id] for w in strings], -1, device)  # (B, n+1); -1 marks padding
+    return token_losses(model, *batch_tensors(strings, eos_id, device))
+
+
+def token_losses(model, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """tokens (B, n), targets (B, n+1) (`batch_tensors`) -> summed -log p(w EOS) per
+    string, (B,), with the graph."""
     logits = model(tokens)  # (B, n+1, V+1): position t predicts token t (EOS at n)
     nll = F.cross_entropy(
         logits.transpose(1, 2),  # (B, V+1, n+1): cross_entropy wants the classes second
@@ -80,3 +92,28 @@ def update(model, optimizer, strings, eos_id: int, device, clip_norm: float) -> 
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     optimizer.step()
     return value
+
+
+def update_without_sync(
+    model, optimizer, tokens, targets, clip_norm: float, found_inf: torch.Tensor
+) -> torch.Tensor:
+    """`update` on the device's batch tensors (`batch_tensors`), without waiting for the
+    device: the loss is not read before the step, and a nan/inf loss skips the step on the
+    device (Adam's ``found_inf``, as PyTorch's gradient scaler passes it: no change to the
+    parameters, the moments or the step count). Returns the loss, detached (0-dim, on the
+    device), for the caller to read after the step. found_inf: a float32 0-dim tensor on
+    the device, overwritten. The same numbers as `update`, bit for bit, where the loss is
+    finite (tests/test_training_steps.py); this is the step CUDA graphs capture
+    (`fruit.training.graphs`)."""
+    model.train()
+    loss = token_losses(model, tokens, targets).mean()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    found_inf.copy_(~torch.isfinite(loss.detach()))
+    optimizer.found_inf = found_inf  # read by the fused Adam step (torch.optim.Adam.step)
+    try:
+        optimizer.step()
+    finally:
+        del optimizer.found_inf
+    return loss.detach()

@@ -28,6 +28,8 @@ def config_record(run) -> dict:
         vocab_size=run.vocab.size,
         provenance=provenance(run.device),  # code commit, packages, CPU/GPU
     )
+    if run.step_kind != "plain":  # how the steps ran (fruit.training.steps)
+        record["provenance"]["step"] = run.step_kind
     return record
 
 
