@@ -83,18 +83,22 @@ def labels(args) -> list[str]:
 
 
 def step_ratios(fills: dict, steps: list[str]) -> list[str]:
-    """Lines: per architecture and K, each kind's aggregate tokens/s over today's."""
-    if "today" not in steps or len(steps) == 1:
+    """Lines: per architecture and K, each later --step kind's aggregate tokens/s over the
+    first kind's (the base)."""
+    if len(steps) == 1:
         return []
-    lines = ["# the steps over today's (aggregate tokens/s, same K, same call):"]
+    base = steps[0]
+    lines = [f"# the steps over {base} (aggregate tokens/s, same K, same call):"]
     for label, by_k in fills.items():
         arch, _, step = label.partition("@")
-        for k, row in by_k.items() if step else []:
-            today = fills.get(arch, {}).get(k)
-            if today:
-                ratio = row["aggregate"] / today["aggregate"]
-                lines.append(f"#   {arch} {step} K = {k}: {ratio:.2f}x "
-                             f"({row['aggregate']:.0f} against {today['aggregate']:.0f})")  # fmt: skip
+        if (step or "today") == base:
+            continue
+        reference = fills.get(arch if base == "today" else f"{arch}@{base}", {})
+        for k, row in by_k.items():
+            if reference.get(k):
+                ratio = row["aggregate"] / reference[k]["aggregate"]
+                lines.append(f"#   {arch} {step or 'today'} K = {k}: {ratio:.2f}x "
+                             f"({row['aggregate']:.0f} against {reference[k]['aggregate']:.0f})")  # fmt: skip
     print("\n".join(lines), flush=True)
     return lines
 
@@ -303,7 +307,7 @@ def main(argv=None) -> int:
         "--step", action="append", choices=STEPS,
         help="how each run steps: today (this benchmark's own step, as fruit.training."
         "objective.update), or a fruit.training.steps kind (plain, eager, graphs); several "
-        "give each architecture once per kind, as ARCH@KIND, and the ratios over today's",
+        "give each architecture once per kind, as ARCH@KIND, and the ratios over the first",
     )  # fmt: skip
     parser.add_argument(
         "--cycle", type=int, default=0,
@@ -340,7 +344,7 @@ def measure(args) -> int:
     head = (f"# {card}, torch {torch.__version__}, commit {commit()}, "
             f"{datetime.date.today()}, {os.cpu_count()} CPU cores, {args.seconds:g} s per fill, "
             f"batches of {'/'.join(map(str, BUDGETS))} tokens interleaved")  # fmt: skip
-    lines = [head, f"{'architecture':<12} {'K':>3} {'tokens/s per run':>17} "
+    lines = [head, f"{'architecture':<15} {'K':>3} {'tokens/s per run':>17} "
              f"{'aggregate':>10} {'x alone':>8} {'peak MiB':>9}"]  # fmt: skip
     print("\n".join(lines), flush=True)
     record = {"card": card, "torch": torch.__version__, "commit": commit(), "budgets": BUDGETS,
@@ -369,7 +373,7 @@ def measure(args) -> int:
                     "aggregate": aggregate,
                     "peak_mib": peak,
                 }
-                lines.append(f"{arch:<12} {k:>3} {aggregate / k:>17.0f} {aggregate:>10.0f} "
+                lines.append(f"{arch:<15} {k:>3} {aggregate / k:>17.0f} {aggregate:>10.0f} "
                              f"{aggregate / alone[arch]:>8.2f} {peak:>9.0f}")  # fmt: skip
                 print(lines[-1], flush=True)
     lines += step_ratios(record["fills"], args.step)

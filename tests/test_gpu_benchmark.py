@@ -49,21 +49,22 @@ def test_unknown_architectures_are_refused(benchmark_script, capsys):
 
 
 def test_the_cpu_half_measures_the_steps_against_todays(repo_root, tmp_path):
-    """--step today --step graphs: each architecture once per kind (the graph path's
+    """--step plain --step graphs: each architecture once per kind (the graph path's
     stand-in on the CPU), every shape of the cycle stepped before the timing, and the
-    ratios over today's step in gpu.txt."""
+    ratios over the first kind in gpu.txt."""
     out = tmp_path / "out"
     command = [sys.executable, str(repo_root / "benchmarks" / "gpu.py"), "--device", "cpu",
                "--arch", "Tf+Sup", "--runs", "1", "--seconds", "0.3", "--strings", "200",
-               "--step", "today", "--step", "graphs", "--cycle", "8",
+               "--step", "plain", "--step", "graphs", "--cycle", "8",
                "--budget-seconds", "90", "--out", str(out)]  # fmt: skip
     env = {"PYTHONPATH": str(repo_root / "lib"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((out / "gpu.json").read_text())
-    assert set(record["fills"]) == {"Tf+Sup", "Tf+Sup@graphs"}
-    assert record["steps"] == ["today", "graphs"] and record["cycle"] == 8
+    assert set(record["fills"]) == {"Tf+Sup@plain", "Tf+Sup@graphs"}
+    assert record["steps"] == ["plain", "graphs"] and record["cycle"] == 8
     text = (out / "gpu.txt").read_text()
-    today = record["fills"]["Tf+Sup"]["1"]["aggregate"]
+    assert "# the steps over plain" in text
+    today = record["fills"]["Tf+Sup@plain"]["1"]["aggregate"]
     graphs = record["fills"]["Tf+Sup@graphs"]["1"]["aggregate"]
     assert f"#   Tf+Sup graphs K = 1: {graphs / today:.2f}x" in text

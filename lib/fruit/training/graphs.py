@@ -164,6 +164,7 @@ class GraphedUpdates:
         """A forward and backward pass of this shape that leaves no trace: no optimiser
         step, the random states put back, the gradients dropped."""
         devices = [self.device] if self.device.type == "cuda" else []
+        self.optimizer.zero_grad(set_to_none=True)  # not into the last graph's gradients
         with torch.random.fork_rng(devices=devices):
             self.model.train()
             self.backend.warm_up(
