@@ -121,3 +121,42 @@ def test_make_reproduce_on_the_committed_runs_says_byte_identical(tmp_path):
     assert verdict.stdout.startswith("reproduced: ") and "byte for byte" in verdict.stdout, (
         verdict.stdout
     )
+
+
+def test_the_verdict_blanks_only_the_commits_in_the_captions(tmp_path):
+    """scripts/reproduce-verdict.sh on copies of the committed quick tables: another list
+    of commits in a caption is "equal in every number"; a number changed in that same
+    caption line is not (it goes on to the statistical comparison)."""
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    committed = repo / "results" / "tables" / "quick"
+    captioned = sorted(p for p in committed.glob("*.md") if "; code " in p.read_text())
+    if not captioned:
+        pytest.skip("no committed quick tables with a code caption")
+    fresh = tmp_path / "repro" / "results" / "tables" / "quick"
+    shutil.copytree(committed, fresh)
+
+    def verdict() -> str:
+        done = subprocess.run(
+            ["bash", "scripts/reproduce-verdict.sh", "quick", str(tmp_path / "repro"), "false"],
+            cwd=repo, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return done.stdout
+
+    assert "byte for byte" in verdict()
+    target = fresh / captioned[0].name
+    text = target.read_text()
+    text = re.sub(r"; code [0-9a-f]{7}", "; code 1234567, abcdef0+dirty", text, count=1)
+    target.write_text(text)
+    assert "in every number" in verdict()
+    line = next(x for x in text.splitlines() if "; code 1234567" in x)
+    changed = re.sub(r"\d+(?=\D*; code 1234567)", lambda m: str(int(m.group()) + 1), line, count=1)
+    assert changed != line
+    target.write_text(text.replace(line, changed))
+    assert verdict().startswith("not byte-identical")
