@@ -214,6 +214,17 @@ class RecurrentLM(nn.Module):
     def _logits(self, h):  # (..., d) -> (..., V+1)
         return F.linear(self.dropout(h), self.embedding.weight)
 
+    @property
+    def not_capturable(self) -> str | None:
+        """Why a CUDA graph cannot replay this model's training step
+        (fruit.training.graphs), or None: cuDNN runs ``nn.RNN``/``nn.LSTM`` with a
+        dropout state of its own, which a graph cannot advance (the stack RNNs step
+        their own cells and have no such state)."""
+        rnn = self.core.rnn
+        if rnn.dropout > 0 and rnn.num_layers > 1:
+            return f"cuDNN's {type(rnn).__name__} keeps a dropout state a graph cannot advance"
+        return None
+
     def forward(self, tokens: torch.Tensor, return_actions: bool = False):
         """tokens (B, n) -> logits (B, n+1, V+1); position t predicts w_{t+1}."""
         state = self.core.initial_state(tokens.shape[0])

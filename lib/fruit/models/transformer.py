@@ -51,10 +51,20 @@ def fused_attention(device: torch.device) -> bool:
     return choice == "1" or (choice == "" and device.type == "cuda")
 
 
-@functools.lru_cache(maxsize=16)
 def causal_mask(T: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """(T, T): 0 on and below the diagonal, -inf above (position t sees 0..t)."""
+    """(T, T): 0 on and below the diagonal, -inf above (position t sees 0..t). Cached,
+    except while a CUDA graph is being captured: the graph then makes it itself, since a
+    cached tensor could be evicted and its memory reused while the graph still reads it."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return _causal_mask(T, dtype, device)
+    return _cached_causal_mask(T, dtype, device)
+
+
+def _causal_mask(T: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return torch.full((T, T), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
+_cached_causal_mask = functools.lru_cache(maxsize=16)(_causal_mask)
 
 
 class FeedForward(nn.Module):

@@ -25,19 +25,42 @@ What a graph needs, and how it is met here:
   dropout draws from the CUDA generator, which each replay advances, so checkpoints
   keep the state a resumed run continues from.
 
-A model whose step cannot be captured (an operation that waits for the device, say) is
-said once through ``warn`` and trained on with the ``eager`` step; the parameters are
-untouched by a failed capture. The CPU has no graphs: there `EagerReplay` stands in,
-calling the step instead of replaying it, so the bookkeeping above is tested without a
-GPU (tests/test_training_steps.py); the CUDA tests compare real graphs with the eager
-step.
+Two kinds of model are known not to replay, and take the ``eager`` step instead
+(`cannot_capture`): a model that says so in a ``not_capturable`` attribute, as the plain
+RNN and LSTM do (cuDNN keeps its own dropout state, which a graph cannot advance, and
+restoring the random state makes it re-seed that state by reading the device); and, on
+CUDA, the counter-based dropout (``FRUIT_COUNTER_DROPOUT=1``: its seed is drawn on the
+CPU once per call, which a graph would replay unchanged). Any other capture that fails
+ends the run with one line naming the cause and ``FRUIT_STEP=eager`` (a failed capture
+can leave PyTorch's allocator and generator in states it does not promise to recover
+from). The CPU has no graphs: there `EagerReplay` stands in, calling the step instead
+of replaying it, so the bookkeeping above is tested without a GPU
+(tests/test_training_steps.py); the CUDA tests compare real graphs with the eager step.
 """
 
 from __future__ import annotations
 
 import torch
 
+from fruit.errors import FruitError
 from fruit.training.objective import token_losses, update_without_sync
+
+
+def cannot_capture(model, device: torch.device) -> str | None:
+    """Why ``model``'s training step on ``device`` cannot be replayed as a CUDA graph, or
+    None: a model says so itself in a ``not_capturable`` attribute (the plain RNN and
+    LSTM, `fruit.models.recurrent.RecurrentLM`), and the counter-based dropout cannot be
+    replayed on CUDA (see the module's docstring). The CPU's stand-in replays anything."""
+    from fruit.kernels.dropout import counter_based
+
+    if device.type != "cuda":
+        return None
+    if counter_based(device):
+        return (
+            "the counter-based dropout (FRUIT_COUNTER_DROPOUT=1) draws its seed on the CPU, "
+            "which a graph would replay unchanged"
+        )
+    return getattr(model, "not_capturable", None)
 
 
 class EagerReplay:
@@ -74,8 +97,14 @@ class CudaGraphs:
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            fn()
+        stream = torch.cuda.current_stream()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                fn()
+        except BaseException:
+            # a failed capture_end leaves the capture's side stream current
+            torch.cuda.set_stream(stream)
+            raise
         return graph.replay
 
 
@@ -92,38 +121,35 @@ def init_adam_state(optimizer: torch.optim.Adam) -> None:
     for parameters that have none yet, so that no capture allocates it."""
     for group in optimizer.param_groups:
         for p in group["params"]:
+            if not p.requires_grad or optimizer.state.get(p):  # Adam never steps a frozen one
+                continue  # (and looking one up in optimizer.state would add an entry)
             state = optimizer.state[p]
-            if len(state) == 0:
-                # fused Adam keeps its step count as a float32 scalar on the device
-                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                if group["amsgrad"]:
-                    state["max_exp_avg_sq"] = torch.zeros_like(p)
+            # fused Adam keeps its step count as a float32 scalar on the device
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = torch.zeros_like(p)
 
 
 class GraphedUpdates:
     """``graphed(tokens, targets)`` (CPU tensors from `objective.batch_tensors`) takes
     one optimiser step and returns the loss (0-dim, on the device; read it after)."""
 
-    def __init__(self, model, optimizer, clip_norm: float, warn=None, backend=None):
+    def __init__(self, model, optimizer, clip_norm: float, backend=None):
         self.model, self.optimizer, self.clip_norm = model, optimizer, clip_norm
         self.device = next(model.parameters()).device
         self.backend = backend or (CudaGraphs() if self.device.type == "cuda" else EagerReplay())
-        self.warn = warn or (lambda message: None)
         self.found_inf = torch.zeros((), dtype=torch.float32, device=self.device)
         self.loss = torch.zeros((), dtype=torch.float32, device=self.device)  # outside the pool
         self.shapes: dict[tuple, _Shape] = {}
         self.lr = None
-        self.failed = False  # a capture failed: eager steps from then on
         if self.device.type == "cuda":
             for group in optimizer.param_groups:
                 group["capturable"] = True  # the fused kernel is the same; the check passes
         init_adam_state(optimizer)
 
     def __call__(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        if self.failed:
-            return self._eager(tokens, targets)
         lr = tuple(group["lr"] for group in self.optimizer.param_groups)
         if lr != self.lr:  # the plateau schedule changed the rate the graphs hold
             self.shapes.clear()
@@ -135,17 +161,14 @@ class GraphedUpdates:
             shape = _Shape(tokens.to(self.device, copy=True), targets.to(self.device, copy=True))
             try:
                 shape.replay = self._capture(shape)
-            except Exception as e:  # noqa: BLE001 - any failure: fall back, said once
-                self.failed = True
-                self.shapes.clear()
-                self.backend.reset()
-                first = str(e).splitlines()[0] if str(e) else ""
-                self.warn(
-                    f"the training step could not be captured as a CUDA graph "
-                    f"({type(e).__name__}: {first}); training on with the eager step "
-                    "(FRUIT_STEP=eager says the same without trying)"
-                )
-                return self._eager(tokens, targets)
+            except Exception as e:  # noqa: BLE001 - any failure: one line, the run ends
+                cause = e.__context__ or e  # capture_end's own error hides the first one
+                first = str(cause).splitlines()[0] if str(cause) else ""
+                raise FruitError(
+                    f"the training step could not be captured as a CUDA graph of shape "
+                    f"{key[0]} ({type(cause).__name__}: {first}); FRUIT_STEP=eager trains "
+                    "it without graphs"
+                ) from e
             self.shapes[key] = shape
         else:
             shape.tokens.copy_(tokens, non_blocking=True)
@@ -175,10 +198,3 @@ class GraphedUpdates:
     def _capture(self, shape: _Shape):
         self._warm_up(shape)
         return self.backend.capture(lambda: self._step(shape))
-
-    def _eager(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        tokens = tokens.to(self.device, non_blocking=True)
-        targets = targets.to(self.device, non_blocking=True)
-        return update_without_sync(
-            self.model, self.optimizer, tokens, targets, self.clip_norm, self.found_inf
-        )

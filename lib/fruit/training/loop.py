@@ -81,7 +81,6 @@ class Run:
         self.dir = Path(run_dir)
         self.task = get_task(c.task)
         self.device = resolve_device(c.device)
-        self.step_kind = steps.step_kind(self.device)  # plain, eager or graphs (FRUIT_STEP)
         self.data = data
         self.vocab = self.data.vocab
         self.eos_id = self.vocab.eos_id
@@ -93,6 +92,10 @@ class Run:
         check_batch_tokens(c, self.train_strings, self.dev_strings)
         self.dev_batches = evaluation_batches([len(w) for w in self.dev_strings], c.batch_tokens)
         self.start_fresh()
+        # plain, eager or graphs (FRUIT_STEP; fruit.training.steps), as this model allows
+        self.step_kind, note = steps.usable(steps.step_kind(self.device), self.model, self.device)
+        if note is not None:
+            print(f"fruit: note: {note}", file=sys.stderr)
         self.paused = False  # train() stopped at its stop_at or its pause_file (see train)
         self.pacing = Pacing()  # train() sets it: training seconds, when to pause
 

@@ -14,7 +14,8 @@ Three ways to take the same optimiser step (`fruit.training.objective`):
   it becomes so once the GPU check (scripts/gpu-check-steps.sh) has shown it equal to
   the eager step there; until then ``FRUIT_STEP=graphs`` asks for it.
 
-``FRUIT_STEP=plain|eager|graphs`` overrides the choice. On the CPU, ``graphs`` runs the
+``FRUIT_STEP=plain|eager|graphs`` overrides the choice; `usable` turns ``graphs`` into
+``eager`` for a model that cannot be replayed (`graphs.cannot_capture`), saying why. On the CPU, ``graphs`` runs the
 graph path's bookkeeping (static batch buffers per shape, recapture when the learning
 rate changes) with the step called instead of replayed, which is how the suite tests it
 without a GPU. A run records the way it stepped in config.json's provenance ("step"),
@@ -50,12 +51,29 @@ def step_kind(device: torch.device) -> str:
     return choice
 
 
+def usable(kind: str, model, device: torch.device) -> tuple[str, str | None]:
+    """``kind``, or ``eager`` where ``kind`` is ``graphs`` and ``model`` cannot be replayed
+    as a CUDA graph on ``device``; with a line saying why (else None)."""
+    if kind == "graphs":
+        from fruit.training.graphs import cannot_capture
+
+        reason = cannot_capture(model, device)
+        if reason is not None:
+            return "eager", f"FRUIT_STEP=graphs: steps run eagerly, since {reason}"
+    return kind, None
+
+
 def stepper(
     kind: str, model, optimizer, eos_id: int, device: torch.device, clip_norm: float, warn=None
 ) -> Callable[[list[list[int]]], float]:
     """A function strings -> the batch's loss (a float, read after the step) that takes
-    one optimiser step the way ``kind`` says. ``warn(message)``: how the graph path says
-    that it fell back to ``eager`` (a model it cannot capture)."""
+    one optimiser step the way ``kind`` says (see `usable`). An optimiser that is not
+    PyTorch's fused Adam (one restored from a checkpoint made before fruit used it) takes
+    the ``plain`` step, said through ``warn(message)``."""
+    if kind != "plain" and not all(group.get("fused") for group in optimizer.param_groups):
+        if warn is not None:
+            warn(f"FRUIT_STEP={kind} needs the fused Adam this run's checkpoint lacks: plain steps")
+        kind = "plain"
     if kind == "plain":
         return lambda strings: update(model, optimizer, strings, eos_id, device, clip_norm)
     if kind == "eager":
@@ -72,7 +90,7 @@ def stepper(
     if kind == "graphs":
         from fruit.training.graphs import GraphedUpdates
 
-        graphed = GraphedUpdates(model, optimizer, clip_norm, warn=warn)
+        graphed = GraphedUpdates(model, optimizer, clip_norm)
 
         def replayed(strings) -> float:
             return float(graphed(*batch_tensors(strings, eos_id)))
