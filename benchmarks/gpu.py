@@ -129,7 +129,8 @@ def worker(args) -> int:
             time.sleep(0.01)
         meter.run(args.seconds, min_steps=2)
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-        row = {"arch": arch, "tokens": meter.tokens, "seconds": meter.elapsed, "peak": peak}
+        row = {"arch": arch, "tokens": meter.tokens, "seconds": meter.elapsed, "peak": peak,
+               "step_used": meter.step_used, "step_note": meter.step_note}  # fmt: skip
         print(json.dumps(row), flush=True)
         del meter
         if device.type == "cuda":
@@ -364,6 +365,9 @@ def measure(args) -> int:
                 print(lines[-1], flush=True)
                 continue
             for arch, rows in fill(k, args, barrier, deadline).items():
+                if rows[0].get("step_note"):  # asked for graphs, the model took another step
+                    lines.append(f"# {arch} stepped {rows[0]['step_used']}: {rows[0]['step_note']}")
+                    print(lines[-1], flush=True)
                 rates = [r["tokens"] / r["seconds"] for r in rows]
                 aggregate = sum(rates)
                 alone.setdefault(arch, aggregate if k == 1 else float("nan"))

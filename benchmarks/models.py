@@ -88,11 +88,14 @@ class Meter:
         self.optimizer = adam(self.model.parameters(), 1e-4)  # as training builds it
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         warm = batches[:warmup]
+        self.step_used, self.step_note = step or "today", None
         if step is None:  # this benchmark's own step (as `fruit.training.objective.update`)
             self.step = functools.partial(train_step, self.model, self.optimizer, eos=vocab_size)
-        else:  # one of `fruit.training.steps` (plain, eager, graphs)
-            from fruit.training.steps import stepper
+        else:  # one of `fruit.training.steps` (plain, eager, graphs), as the model allows
+            from fruit.training.steps import stepper, usable
 
+            self.step_used, self.step_note = usable(step, self.model, device)
+            step = self.step_used
             self.step = stepper(step, self.model, self.optimizer, vocab_size, device, 10.0)
             # graphs are made the first time a shape comes: one step of every shape first
             warm = list({(len(b), max(map(len, b))): b for b in batches}.values()) + warm
