@@ -309,27 +309,18 @@ def test_a_signal_pauses_the_sweep_and_the_next_call_finishes_it(local_smoke, tm
         "--device", "cpu", "--notebook", str(NOTEBOOK), "--results", str(results),
         "--architecture", "Tf+Sup", "--skip-reports",
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        command, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, as a terminal's foreground job
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not list(results.glob("runs/smoke/*/*/*/checkpoint.pt")):  # a run is mid-way
-            assert proc.poll() is None and time.monotonic() < deadline, "no run checkpointed"
-            time.sleep(0.1)
-        signum = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT
-        sent = time.monotonic()
+    signum = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT
+
+    def send(proc) -> None:
         if signum == signal.SIGINT:
             os.killpg(proc.pid, signum)
         else:
             proc.send_signal(signum)
-        out = proc.communicate(timeout=120)[0].decode()
-        seconds = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+
+    proc, out, seconds = _signalled(
+        command, home, lambda: list(results.glob("runs/smoke/*/*/*/checkpoint.pt")),
+        "run checkpointed", send,
+    )  # fmt: skip
     assert proc.returncode == EXIT_PAUSED, out
     assert seconds < 30, f"ended {seconds:.0f} s after the signal:\n{out}"
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
@@ -359,27 +350,21 @@ def test_a_second_sigterm_stops_at_once_with_143_in_one_line(local_smoke, tmp_pa
     one line says so, and the exit status is 143 = 128 + SIGTERM (README's table)."""
     home, _, _ = local_smoke
     results = tmp_path / "results"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "2",
-         "--device", "cpu", "--notebook", str(NOTEBOOK), "--results", str(results),
-         "--architecture", "Tf+Sup", "--skip-reports"],
-        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while not list(results.glob("runs/smoke/*/*/*/runner.log")):  # a run has started
-            assert proc.poll() is None and time.monotonic() < deadline, "no run started"
-            time.sleep(0.1)
+    command = [
+        sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "2",
+        "--device", "cpu", "--notebook", str(NOTEBOOK), "--results", str(results),
+        "--architecture", "Tf+Sup", "--skip-reports",
+    ]  # fmt: skip
+
+    def send(proc) -> None:  # the second signal is the one timed
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
-        sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=120)[0].decode()
-        seconds = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+
+    proc, out, seconds = _signalled(
+        command, home, lambda: list(results.glob("runs/smoke/*/*/*/runner.log")),
+        "run started", send,
+    )  # fmt: skip
     assert proc.returncode == 128 + signal.SIGTERM == 143, out
     assert seconds < 30, f"ended {seconds:.0f} s after the second signal:\n{out}"
     assert "fruit: stopped at once by a second SIGTERM" in out, out
@@ -400,27 +385,19 @@ def test_ctrl_c_during_the_reports_stops_them_and_exits_75(local_smoke, tmp_path
     tables = tmp_path / "results" / "tables"
     results = tmp_path / "results"
     shutil.copytree(home / "results" / "runs", results / "runs")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "1",
-         "--device", "cpu", "--notebook", str(notebooks / "train.ipynb"),
-         "--results", str(results)],
-        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        executed = results / "notebooks" / "smoke" / "report.ipynb"
-        while not executed.exists():  # papermill writes the copy as it starts the kernel
-            assert proc.poll() is None and time.monotonic() < deadline, "no report started"
-            time.sleep(0.1)
+    command = [
+        sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "1",
+        "--device", "cpu", "--notebook", str(notebooks / "train.ipynb"),
+        "--results", str(results),
+    ]  # fmt: skip
+    # papermill writes the executed copy as it starts the kernel
+    executed = results / "notebooks" / "smoke" / "report.ipynb"
+
+    def send(proc) -> None:
         time.sleep(3)  # into the planted cell
-        sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        out = proc.communicate(timeout=120)[0].decode()
-        seconds = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+
+    proc, out, seconds = _signalled(command, home, executed.exists, "report started", send)
     assert proc.returncode == EXIT_PAUSED, out
     assert seconds < 30, f"ended {seconds:.0f} s after Ctrl-C:\n{out}"
     assert "SIGINT: stopping the reports" in out and "pausing every run" not in out, out
@@ -429,6 +406,31 @@ def test_ctrl_c_during_the_reports_stops_them_and_exits_75(local_smoke, tmp_path
     assert not list(tables.rglob("*.tmp")) and not _half_written(results)
     gone, alive = psutil.wait_procs(_group(proc.pid), timeout=15)
     assert not alive, f"processes of the sweep outlived it: {alive}"
+
+
+def _signalled(command: list[str], cwd: Path, ready, what: str, send):
+    """Start ``command`` (a ``fruit run``) in a process group of its own, as a terminal's
+    foreground job; once ``ready()`` holds (within 300 s, else "no <what>"), ``send(proc)``
+    signals it. Returns the process, its output and the seconds from the end of
+    ``send`` to the command's end (at most 120); the group is killed if it outlives that."""
+    proc = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, f"no {what}"
+            time.sleep(0.1)
+        send(proc)
+        sent = time.monotonic()
+        out = proc.communicate(timeout=120)[0].decode()
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc, out, seconds
 
 
 def _planted_report(folder: Path, source: str, at: int | None = None) -> Path:
