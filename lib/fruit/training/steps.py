@@ -15,11 +15,11 @@ Three ways to take the same optimiser step (`fruit.training.objective`):
   the eager step there; until then ``FRUIT_STEP=graphs`` asks for it.
 
 ``FRUIT_STEP=plain|eager|graphs`` overrides the choice; `usable` turns ``graphs`` into
-``eager`` for a model that cannot be replayed (`graphs.cannot_capture`), saying why. On the CPU, ``graphs`` runs the
-graph path's bookkeeping (static batch buffers per shape, recapture when the learning
-rate changes) with the step called instead of replayed, which is how the suite tests it
-without a GPU. A run records the way it stepped in config.json's provenance ("step"),
-unless it is ``plain``.
+``eager`` for a model that cannot be replayed (`graphs.cannot_capture`), saying why. On
+the CPU, ``graphs`` runs the graph path's bookkeeping (static batch buffers per shape,
+recapture when the learning rate changes) with the step called instead of replayed,
+which is how the suite tests it without a GPU. A run records the way it stepped in
+config.json's provenance ("step"), unless it is ``plain``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ STEPS = ("plain", "eager", "graphs")
 
 
 def step_kind(device: torch.device) -> str:
-    """The way steps run on ``device``: FRUIT_STEP when set, else ``plain``. A step other than ``plain`` needs PyTorch's fused Adam (CPU and
-    CUDA); elsewhere (MPS) it is refused in one line."""
+    """The way steps run on ``device``: FRUIT_STEP when set, else ``plain``. A step other
+    than ``plain`` needs PyTorch's fused Adam (CPU and CUDA); elsewhere (MPS) it is
+    refused in one line."""
     choice = os.environ.get("FRUIT_STEP", "")
     if choice not in ("", *STEPS):
         raise FruitError(f"FRUIT_STEP={choice!r}: set it to one of {', '.join(STEPS)}, or unset it")
