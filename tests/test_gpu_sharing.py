@@ -319,3 +319,19 @@ def test_the_layout_line_says_whether_mps_runs(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "control")  # what nvidia-cuda-mps-control -d creates
     assert gs.mps_running()
     assert gs.sharing_note(4).startswith(" (MPS on")
+
+
+def test_the_gpu_estimate_says_when_runs_would_take_a_step_it_did_not_measure(
+    tmp_path, monkeypatch
+):
+    from fruit.experiments.planning.cost import pair_costs
+    from fruit.experiments.planning.gpu_rates import CARDS, describe_gpu
+
+    (tmp_path / "p.toml").write_text(SMALL)
+    costs = pair_costs(load_small(tmp_path))
+    assert not any("training step" in line for line in describe_gpu(costs, CARDS["h200"]))
+    monkeypatch.setenv("FRUIT_STEP", "graphs")
+    assert describe_gpu(costs, CARDS["h200"])[-1] == (
+        "  (measured with the plain training step; these runs would take the graphs step "
+        "(FRUIT_STEP), not measured on h200)"
+    )

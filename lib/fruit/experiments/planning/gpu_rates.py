@@ -22,6 +22,7 @@ kernels take turns on the GPU, with it they run side by side.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from fruit.errors import FruitError
 from fruit.names import ARCHITECTURES, split_description
@@ -35,6 +36,7 @@ class CardRecord:
     source: str  # how, when and at which commit the figures were measured
     sharing: dict[int, float] = dataclasses.field(default_factory=dict)  # K: aggregate / alone
     sharing_mps: dict[int, float] = dataclasses.field(default_factory=dict)  # the same, MPS on
+    step: str = "plain"  # the training step measured (FRUIT_STEP; fruit.training.steps)
 
 
 CARDS = {
@@ -193,6 +195,12 @@ def describe_gpu(costs, record: CardRecord, runs_per_gpu: int | None = None) -> 
         f"1 GPU, {total / 8:.1f} h on a node of 8 GPUs"
     )
     lines += sharing_lines(record, total, runs_per_gpu)
+    step = os.environ.get("FRUIT_STEP") or "plain"  # what runs started from here will take
+    if step != record.step:
+        lines.append(
+            f"  (measured with the {record.step} training step; these runs would take the "
+            f"{step} step (FRUIT_STEP), not measured on {record.card})"
+        )
     return lines
 
 
