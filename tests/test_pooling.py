@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from types import SimpleNamespace
 
 import mpmath
 import pytest
@@ -18,6 +19,7 @@ from fruit.reporting.pooling import build_pools, modes, run_label, run_level
 from fruit.reporting.stats import (
     clopper_pearson,
     fisher_p,
+    fisher_two_sided,
     paper_runs_above,
     rank_sum_p,
     signed_rank_p,
@@ -159,6 +161,11 @@ def test_run_level_shares_tests_and_stability_by_hand(planted, monkeypatch):
     # the paper's Tf+Nd (0.318 ± .19): at least 2 of 5 above 0.175 (docs/campaign.md)
     assert nd.paper == (2, 5) and nd.p_paper is None  # 5/7 lies inside 2/5..5/5
     assert tf.paper == (0, 0) and tf.p_paper is None
+    # by phase: the trials .6, .7 both above, the finals 3 of 5; two-sided Fisher of one
+    # rate: tables of 0, 1, 2 trials above weigh 1, 10, 10 (of C(7,2) = 21), none less
+    # likely than the observed, so p = 1; Tf has finals only
+    assert nd.phases == (("search", 2, 2), ("final", 3, 5)) and nd.p_phases == pytest.approx(1)
+    assert tf.phases == (("final", 0, 5),) and tf.p_phases is None
     assert tf.interval == pytest.approx((0.0, 1 - 0.025 ** (1 / 5)))
     # stability, every draw of 5 of the 7 Tf+Nd runs against the 5 Tf runs (21 draws):
     # without a zero (1 draw) the permutation p is 1/252; with one zero (10 draws) 6/252:
@@ -170,10 +177,49 @@ def test_run_level_shares_tests_and_stability_by_hand(planted, monkeypatch):
 def test_a_share_below_the_papers_range_is_tested_against_its_nearer_end(monkeypatch):
     monkeypatch.setattr(pooling, "paper_cell", lambda side: (0.318, 0.19))
     side = parse_check(f"{QF}/Tf+Nd full.hierarchical > 0.5").left
-    share = pooling._share(side, [0.9] + [0.0] * 11, 0.175)
+    share = pooling._share(side, _runs(final=[0.9] + [0.0] * 11), 0.175)
     assert share.paper == (2, 5) and (share.above, share.runs) == (1, 12)
     # the paper's 2 of 5 against our 1 of 12: [C(3,2) C(14,3) + C(3,3) C(14,2)] / C(17,5)
     assert share.p_paper == pytest.approx(1183 / 6188)
+
+
+def _runs(search=(), final=()):
+    """(run, value) pairs as run_level hands them to _share: only the phase is read."""
+    return [(SimpleNamespace(phase="search"), v) for v in search] + [
+        (SimpleNamespace(phase="final"), v) for v in final
+    ]
+
+
+def test_a_share_is_split_into_trials_and_finals_with_fishers_two_sided_test():
+    side = parse_check(f"{QF}/Tf+Nd full.hierarchical > 0.5").left
+    share = pooling._share(side, _runs(search=[0.9, 0.8, 0.7, 0.0], final=[0.0] * 6), 0.175)
+    assert (share.above, share.runs) == (3, 10)
+    assert share.phases == (("search", 3, 4), ("final", 0, 6))
+    # 3 successes among 10, 4 trials: tables with 0-3 trials above weigh 35, 105, 63, 7 of
+    # C(10,4) = 210; only the observed is as unlikely: p = 7/210
+    assert share.p_phases == pytest.approx(7 / 210)
+
+
+def _brute_fisher_two_sided(x1, n1, x2, n2):
+    """Every way of choosing group 1 from the pooled outcomes, equally likely under one
+    rate: the share of choices whose count of successes is no more frequent than the
+    observed count's."""
+    outcomes = [1] * (x1 + x2) + [0] * (n1 + n2 - x1 - x2)
+    counts = [sum(outcomes[i] for i in c) for c in itertools.combinations(range(len(outcomes)), n1)]
+    frequency = {k: counts.count(k) for k in set(counts)}
+    return sum(frequency[k] <= frequency[x1] for k in counts) / len(counts)
+
+
+@pytest.mark.parametrize(
+    "x1,n1,x2,n2", [(5, 10, 0, 10), (3, 4, 0, 6), (2, 2, 3, 5), (1, 5, 4, 8), (0, 3, 0, 4)]
+)
+def test_fisher_two_sided_is_the_brute_force_enumeration(x1, n1, x2, n2):
+    assert fisher_two_sided(x1, n1, x2, n2) == pytest.approx(
+        _brute_fisher_two_sided(x1, n1, x2, n2)
+    )
+    assert fisher_two_sided(5, 10, 0, 10) == pytest.approx(
+        2 * math.comb(15, 10) / math.comb(20, 10)
+    )
 
 
 def test_paper_runs_above_matches_the_derivation():

@@ -33,7 +33,10 @@ apart), the share of runs
 above the gap is given per cell with its Clopper-Pearson interval, beside the share the
 paper's printed mean and std allow (``stats.paper_runs_above``) and Fisher's exact test of
 ours against the nearest end of that range; between two cells, Fisher's test of the
-claimed direction.
+claimed direction. Each cell's share is also split by phase (``PHASES``): search trials,
+each at its own drawn setting, against final runs, at the one selected setting, with
+Fisher's two-sided test of one rate for both; a pool's rate mixes the two, and the
+paper's five runs are finals.
 
 Verdict stability: the report's own test (``claims.decide``) on ``FINALS`` runs per cell
 drawn without replacement from the pool, every draw when there are at most
@@ -64,6 +67,7 @@ from fruit.reporting.stats import (
     PAPER_RUNS,
     clopper_pearson,
     fisher_p,
+    fisher_two_sided,
     paper_runs_above,
     rank_sum_p,
     signed_rank_p,
@@ -88,6 +92,7 @@ PROTOCOL = (
     "early_stop_patience",
 )
 START = ("seed", "parameter_seed", "shuffle_seed")
+PHASES = ("search", "final")  # the order in which a share's phases are given
 RANK_TESTS = {
     "number": "signed-rank test of the runs' differences from the number",
     "paired": "signed-rank test of the two columns' differences, run by run",
@@ -239,6 +244,8 @@ class Share:
     interval: tuple[float, float]  # Clopper-Pearson 95%
     paper: tuple[int, int]  # (fewest, most) of the paper's 5 runs above the threshold
     p_paper: float | None  # Fisher: ours against the nearer end of the paper's range
+    phases: tuple[tuple[str, int, int], ...] = ()  # (phase, above, runs), PHASES order
+    p_phases: float | None = None  # Fisher two-sided, trials against finals (both present)
 
     @property
     def share(self) -> float:
@@ -274,8 +281,15 @@ def _cell_values(pool: Pool, side: Side) -> list[tuple[RunResult, float]]:
     return [(r, v) for r in pool.runs if (v := r.value(side.accuracy, side.column)) is not None]
 
 
-def _share(side: Side, values: list[float], threshold: float) -> Share:
+def _share(side: Side, runs: list[tuple[RunResult, float]], threshold: float) -> Share:
+    values = [v for _, v in runs]
     above, n = sum(v > threshold for v in values), len(values)
+    phases = tuple(
+        (phase, sum(v > threshold for r, v in runs if r.phase == phase), count)
+        for phase in PHASES
+        if (count := sum(r.phase == phase for r, _ in runs))
+    )
+    p_phases = fisher_two_sided(*phases[0][1:], *phases[1][1:]) if len(phases) == 2 else None
     mean, std = paper_cell(side)
     fewest, most = paper_runs_above(mean, std, threshold)
     p = None
@@ -283,7 +297,7 @@ def _share(side: Side, values: list[float], threshold: float) -> Share:
         p = fisher_p(fewest, PAPER_RUNS, above, n)
     elif n and above * PAPER_RUNS > most * n:
         p = fisher_p(above, n, most, PAPER_RUNS)
-    return Share(side, above, n, clopper_pearson(above, n), (fewest, most), p)
+    return Share(side, above, n, clopper_pearson(above, n), (fewest, most), p, phases, p_phases)
 
 
 def run_level(check: Check, pools: dict[tuple[str, str], Pool], alpha: float = ALPHA) -> RunLevel:
@@ -323,16 +337,16 @@ def run_level(check: Check, pools: dict[tuple[str, str], Pool], alpha: float = A
         means = (math.fsum(v for _, v in left) / len(left), right_mean)
 
     # modes: over both cells where they compare the same column, else the left side's
-    values = {check.left: [v for _, v in left]}
+    cells = {check.left: left}
     if kind != "number":
-        values[check.right] = [v for _, v in right]
+        cells[check.right] = right
     joint = kind == "cells"
-    found = modes([v for vs in values.values() for v in vs] if joint else values[check.left])
+    found = modes([v for c in cells.values() for _, v in c] if joint else [v for _, v in left])
     shares: tuple[Share, ...] = ()
     p_shares = None
     if found is not None and enough:
-        sides = list(values) if joint else [check.left]
-        shares = tuple(_share(s, values[s], found.threshold) for s in sides)
+        sides = list(cells) if joint else [check.left]
+        shares = tuple(_share(s, cells[s], found.threshold) for s in sides)
         if joint:
             first, second = shares if sign > 0 else shares[::-1]
             p_shares = (

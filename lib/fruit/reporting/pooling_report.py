@@ -19,6 +19,7 @@ from fruit.reporting.runs import TASK_TITLES
 from fruit.reporting.stats import PAPER_RUNS
 
 SHORT = {"reproduced": "R", "undecided": "U", "contradicted": "C", "consistent": "OK"}
+PHASE_NAMES = {"search": "trials", "final": "finals"}
 
 
 def _p(value: float | None) -> str:
@@ -56,8 +57,15 @@ def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
             a, b = level.shares
             text += (
                 f" (runs above {level.modes.threshold:.3f}: {a.above}/{a.runs} against "
-                f"{b.above}/{b.runs}, Fisher p {_p(level.p_shares[0])} claimed)"
+                f"{b.above}/{b.runs}, Fisher p {_p(level.p_shares[0])} claimed"
             )
+            text += "".join(
+                f"; {s.side.architecture}'s "
+                + ", ".join(f"{PHASE_NAMES[ph]} {k}/{n}" for ph, k, n in s.phases)
+                for s in level.shares
+                if s.p_phases is not None
+            )
+            text += ")"
         if level.stability is not None:
             text += (
                 f"; the finals' test on {FINALS} runs drawn from them: "
@@ -84,20 +92,23 @@ def _pooled(pool: Pool) -> str:
     return "; ".join(f"{p}: {', '.join(names)}" for p, names in by_profile.items())
 
 
-def _share_text(level: RunLevel) -> tuple[str, str, str]:
-    """(runs above with 95% CI, the paper's implied runs above, ours against the paper)."""
+def _share_text(level: RunLevel) -> tuple[str, str, str, str]:
+    """(runs above with 95% CI, the same by phase, the paper's implied runs above, ours
+    against the paper)."""
     if not level.shares:
-        return "--", "--", "--"
-    ours, paper, tests = [], [], []
+        return "--", "--", "--", "--"
+    ours, phases, paper, tests = [], [], [], []
     for s in level.shares:
         name = s.side.architecture
         lo, hi = s.interval
         ours.append(f"{name} {s.above}/{s.runs} = {s.share:.2f} ({lo:.2f}-{hi:.2f})")
+        split = ", ".join(f"{PHASE_NAMES[ph]} {a}/{n}" for ph, a, n in s.phases)
+        phases.append(f"{name} {split}" + ("" if s.p_phases is None else f" (p {_p(s.p_phases)})"))
         fewest, most = s.paper
         span = f"{fewest}" if fewest == most else f"{fewest}-{most}"
         paper.append(f"{name} {span} of {PAPER_RUNS}")
         tests.append(f"{name} {_p(s.p_paper)}" if s.p_paper is not None else f"{name} within")
-    return "; ".join(ours), "; ".join(paper), "; ".join(tests)
+    return "; ".join(ours), "; ".join(phases), "; ".join(paper), "; ".join(tests)
 
 
 def markdown_run_level(pools: dict, levels: dict[str, RunLevel]) -> list[str]:
@@ -121,7 +132,10 @@ def markdown_run_level(pools: dict, levels: dict[str, RunLevel]) -> list[str]:
         "where the comparison's values split into two groups of at least 2 runs, at least "
         f"{MODE_GAP:g} apart (the split with the smallest spread within the groups), the "
         "middle of the gap; then the runs above it per cell with a 95% Clopper-Pearson "
-        f"interval, how many of the paper's {PAPER_RUNS} runs can lie above it given its "
+        "interval, and split into search trials (each at its own drawn setting) and final "
+        "runs (at a profile's selected setting; the paper's runs are finals) with Fisher's "
+        "exact two-sided test of one rate for both phases; "
+        f"how many of the paper's {PAPER_RUNS} runs can lie above it given its "
         "printed mean and std (fewest-most, every reading of the rounding; "
         "docs/campaign.md derives it), Fisher's exact one-sided test of our share against the "
         "nearer end of that range (*within*: ours inside it), and between two cells Fisher's "
@@ -144,14 +158,15 @@ def markdown_run_level(pools: dict, levels: dict[str, RunLevel]) -> list[str]:
         lines.append("")
     lines += [
         "| Comparison | Over the pool | Runs | Test | p claimed | p opposite | Verdict over "
-        "the pool | Two modes at | Runs above (95% CI) | Paper's runs above | Ours vs the "
+        "the pool | Two modes at | Runs above (95% CI) | Above, by phase (p) | Paper's runs above | "
+        "Ours vs the "
         "paper's (p) | Between cells (p claimed; opposite) | Stability of the 5-run verdict |",
-        "|:---|---:|---:|:---|---:|---:|:---|---:|:---|:---|:---|:---|:---|",
+        "|:---|---:|---:|:---|---:|---:|:---|---:|:---|:---|:---|:---|:---|:---|",
     ]
     for text, level in levels.items():
         means = "--" if level.means is None else f"{level.means[0]:.3f} vs {level.means[1]:.3f}"
         runs = str(level.runs[0]) if level.test != "cells" else f"{level.runs[0]}, {level.runs[1]}"
-        ours, paper, against = _share_text(level)
+        ours, by_phase, paper, against = _share_text(level)
         between = (
             "--" if level.p_shares is None else f"{_p(level.p_shares[0])}; {_p(level.p_shares[1])}"
         )
@@ -170,6 +185,7 @@ def markdown_run_level(pools: dict, levels: dict[str, RunLevel]) -> list[str]:
                     level.verdict,
                     "--" if level.modes is None else f"{level.modes.threshold:.3f}",
                     ours,
+                    by_phase,
                     paper,
                     against,
                     between,

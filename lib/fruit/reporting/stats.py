@@ -218,6 +218,21 @@ def fisher_p(x1: int, n1: int, x2: int, n2: int) -> float:
     return count / denominator
 
 
+def fisher_two_sided(x1: int, n1: int, x2: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test that two groups (``x1`` of ``n1``, ``x2``
+    of ``n2``) share one rate: the probability, the margins fixed, of every table no more
+    likely than the observed one (the usual definition; ties within a relative 1e-7)."""
+    successes, total = x1 + x2, n1 + n2
+    low, high = max(0, successes - n2), min(successes, n1)
+    weights = {
+        i: math.comb(successes, i) * math.comb(total - successes, n1 - i)
+        for i in range(low, high + 1)
+    }
+    observed = weights[x1]
+    kept = sum(w for w in weights.values() if w <= observed * (1 + 1e-7))
+    return min(1.0, kept / math.comb(total, n1))
+
+
 def paper_runs_above(
     mean: float, std: float, threshold: float, n: int = PAPER_RUNS
 ) -> tuple[int, int]:
