@@ -55,6 +55,12 @@ def _pool(profile: str) -> dict:
     )
     assert m, row["Runs above (95% CI)"]
     shares = dict(re.findall(r"([RUC]) ([\d.]+)%", row["Stability of the 5-run verdict"]))
+    phases = re.fullmatch(
+        r"Tf\+Nd trials (\d+)/(\d+), finals (\d+)/(\d+) \(p ([\d.]+)\); "
+        r"Tf trials (\d+)/(\d+), finals (\d+)/(\d+) \(p [\d.]+\)",
+        row["Above, by phase (p)"],
+    )
+    assert phases, row["Above, by phase (p)"]
     return {
         "nd_k": int(m[1]),
         "nd_n": int(m[2]),
@@ -67,6 +73,15 @@ def _pool(profile: str) -> dict:
         "R": float(shares.get("R", 0.0)),
         "U": float(shares.get("U", 0.0)),
         "C": float(shares.get("C", 0.0)),
+        "tr_k": int(phases[1]),
+        "tr_n": int(phases[2]),
+        "fi_k": int(phases[3]),
+        "fi_n": int(phases[4]),
+        "pp": phases[5],
+        "tf_tr_k": int(phases[6]),
+        "tf_tr_n": int(phases[7]),
+        "tf_fi_k": int(phases[8]),
+        "tf_fi_n": int(phases[9]),
     }
 
 
@@ -151,6 +166,49 @@ COUNTS = [
         r"Tf\+Nd hierarchical \(FA hier\. > [\d.]+\) in (?P<nd_k>\d+) of (?P=nd_n) \([\d.]+; 95% CI "
         r"(?P<nd_ci>[\d.]+-[\d.]+)\), Tf in (?P<tf_k>\d+) of (?P=tf_n) \((?P<tf_ci>[\d.]+-[\d.]+)\): "
         r"Fisher p = (?P<p>[\d.]+)",
+    ),
+]
+
+
+# the same pool split into search trials and final runs (the report's "Above, by phase")
+COUNTS += [
+    (
+        "README.md",
+        r"all \w+ are search trials, each at its own drawn setting \((?P<tr_k>\d+) of "
+        r"(?P<tr_n>\d+)\); the final runs at a selected setting, which is what the paper "
+        r"reports, are hierarchical in (?P<fi_k>\d+) of (?P<fi_n>\d+) \(two-sided p = (?P<pp>[\d.]+)",
+    ),
+    (
+        "docs/results.md",
+        r"runs are search trials, each at its own drawn setting \((?P<tr_k>\d+) of "
+        r"(?P<tr_n>\d+)\); the final runs at a selected setting, the paper's kind, are "
+        r"hierarchical in (?P<fi_k>\d+) of (?P<fi_n>\d+) \(two-sided p = (?P<pp>[\d.]+)",
+    ),
+    (
+        "docs/results.md",
+        r"trained at its own drawn setting: (?P<tr_k>\d+) of (?P<tr_n>\d+) trials\. The final "
+        r"runs, at one selected setting as the paper's five are, are hierarchical in "
+        r"(?P<fi_k>\d+) of (?P<fi_n>\d+) .*? Fisher's two-sided test of one rate for both "
+        r"phases: p = (?P<pp>[\d.]+)\. .*? Over final runs alone there is no ordering "
+        r"\(Tf\+Nd (?P=fi_k) of (?P=fi_n), Tf (?P<tf_fi_k>\d+) of (?P<tf_fi_n>\d+)\)",
+    ),
+    (
+        "docs/results.md",
+        r"\| the same, by phase \(the report's \"Above, by phase\"\) \| Tf\+Nd: trials "
+        r"(?P<tr_k>\d+) of (?P<tr_n>\d+), finals (?P<fi_k>\d+) of (?P<fi_n>\d+) \(.*?\), "
+        r"two-sided p = (?P<pp>[\d.]+); Tf: trials (?P<tf_tr_k>\d+) of (?P<tf_tr_n>\d+), "
+        r"finals (?P<tf_fi_k>\d+) of (?P<tf_fi_n>\d+)",
+    ),
+    (
+        "docs/campaign.md",
+        r"(?P<tr_k>\d+) of the (?P<tr_n>\d+) trials, each trained at a setting drawn for it, "
+        r"against (?P<fi_k>\d+) of the (?P<fi_n>\d+) final runs .*? two-sided test of one "
+        r"rate for both phases gives p = (?P<pp>[\d.]+)\.",
+    ),
+    (
+        "docs/campaign.md",
+        r"over final runs alone Tf\+Nd \((?P<fi_k>\d+) of (?P<fi_n>\d+)\) and Tf "
+        r"\((?P<tf_fi_k>\d+) of (?P<tf_fi_n>\d+)\) do not differ",
     ),
 ]
 
