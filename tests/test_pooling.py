@@ -5,6 +5,7 @@ stability, against values worked out by hand or by brute force."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -291,3 +292,36 @@ def test_rank_sum_is_the_brute_force_permutation_distribution(a, b):
 def test_signed_rank_is_the_brute_force_sign_flip_distribution(d):
     expected = _brute_signed_rank(d) if any(d) else 1.0
     assert signed_rank_p(d) == pytest.approx(expected)
+
+
+def test_the_pooled_runs_figure_draws_every_run_by_phase(planted, tmp_path):
+    from matplotlib.colors import to_rgba
+
+    from fruit.reporting.charts import pooled_runs_panels, write_pooled_runs
+    from fruit.reporting.figures import pooled_runs_figure
+
+    pools = build_pools(planted, "p", {(QF, "Tf+Nd"), (QF, "Tf")})
+    check = parse_check(f"{QF}/Tf+Nd full.hierarchical > {QF}/Tf full.hierarchical")
+    levels = {check.text: run_level(check, pools)}
+    (panel,) = pooled_runs_panels(pools, levels)
+    assert (panel["task"], panel["accuracy"], panel["column"]) == (QF, "full", "hierarchical")
+    assert panel["threshold"] == pytest.approx(0.175)
+    nd, tf = panel["cells"]
+    assert nd["architecture"] == "Tf+Nd" and sorted(nd["runs"]) == sorted(
+        [(v, "final") for v in (0.0, 0.0, 0.3, 0.4, 0.5)] + [(0.6, "search"), (0.7, "search")]
+    )
+    assert tf["runs"] == [(v, "final") for v in (0.01, 0.02, 0.03, 0.04, 0.05)]
+    assert nd["paper"] == pytest.approx((0.318, 0.19))  # the paper's Table: 0.318 ± .19
+
+    ax = pooled_runs_figure([panel], "title").axes[0]
+    dots = [line for line in ax.lines if line.get_marker() == "o"]
+    open_dots = [d for d in dots if to_rgba(d.get_markerfacecolor()) == to_rgba("white")]
+    assert len(dots) == 12 and len(open_dots) == 2  # the two trials
+    assert {t.get_text() for t in ax.texts} == {"trials 2/2\nfinals 3/5", "finals 0/5"}
+
+    written = write_pooled_runs(pools, levels, tmp_path, "profile p")
+    assert sorted(p.name for p in written) == ["pooled-runs.pdf", "pooled-runs.png"]
+    # a report whose comparisons have no two modes leaves no stale figure behind
+    flat = {check.text: dataclasses.replace(levels[check.text], shares=())}
+    assert write_pooled_runs(pools, flat, tmp_path, "profile p") == []
+    assert not list(tmp_path.glob("pooled-runs.*"))

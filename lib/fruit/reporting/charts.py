@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fruit.reporting.figures import bar_chart_figure, ours_vs_paper_figure, save_figure
+from fruit.reporting.figures import (
+    bar_chart_figure,
+    ours_vs_paper_figure,
+    pooled_runs_figure,
+    save_figure,
+)
 from fruit.reporting.runs import PAPER_TASK_ORDER
 from fruit.reporting.tables import (
     PAPER,
@@ -99,3 +104,62 @@ def write_paper_figures(out_dir: str | Path) -> list[Path]:
     for bar in paper_bar_charts():
         by_task.setdefault(bar["task"], []).append(bar)
     return write_bar_charts(by_task, out_dir, figure_title(PAPER))
+
+
+POOLED_RUNS = "pooled-runs"  # the figure's file stem
+
+
+def pooled_runs_panels(pools: dict, levels: dict) -> list[dict]:
+    """The panels of ``pooled_runs_figure`` from the run-level evidence
+    (``fruit.reporting.pooling``): one per (task, accuracy column) that a comparison with
+    two modes uses, its cells' pooled runs, and the modes' threshold (a comparison between
+    cells, where both cells set it, before one within a cell)."""
+    from fruit.reporting.claims import paper_cell
+
+    panels: dict[tuple, dict] = {}
+    for level in levels.values():
+        if not level.shares:
+            continue
+        joint = level.test == "cells"
+        for share in level.shares:
+            side = share.side
+            key = (side.task, side.accuracy, side.column)
+            panel = panels.setdefault(
+                key,
+                {
+                    "task": side.task,
+                    "accuracy": side.accuracy,
+                    "column": side.column,
+                    "threshold": level.modes.threshold,
+                    "joint": joint,
+                    "cells": [],
+                },
+            )
+            if joint and not panel["joint"]:
+                panel.update(threshold=level.modes.threshold, joint=True)
+            if any(c["architecture"] == side.architecture for c in panel["cells"]):
+                continue
+            runs = [
+                (v, run.phase)
+                for run in pools[(side.task, side.architecture)].runs
+                if (v := run.value(side.accuracy, side.column)) is not None
+            ]
+            try:
+                paper = paper_cell(side)
+            except (StopIteration, KeyError, ValueError):  # not one of the paper's cells
+                paper = None
+            panel["cells"].append({"architecture": side.architecture, "runs": runs, "paper": paper})
+    return list(panels.values())
+
+
+def write_pooled_runs(pools: dict, levels: dict, out_dir: str | Path, note: str) -> list[Path]:
+    """``pooled-runs.png/.pdf``: every pooled run of the cells whose runs fall into two
+    modes, by phase (``pooled_runs_figure``); nothing, and no stale file, where none do."""
+    out_dir = Path(out_dir)
+    panels = pooled_runs_panels(pools, levels)
+    if not panels:
+        for ext in ("png", "pdf"):
+            (out_dir / f"{POOLED_RUNS}.{ext}").unlink(missing_ok=True)
+        return []
+    title = f"Every pooled run of the cells with two modes ({note}; claims.md, run-level evidence)"
+    return save_figure(pooled_runs_figure(panels, title), out_dir / POOLED_RUNS, note)

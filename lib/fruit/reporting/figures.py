@@ -293,3 +293,123 @@ def ours_vs_paper_figure(
         ax.legend(handles=cell_handles, loc="lower right", fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=8, x=0.02, ha="left", wrap=True)
     return fig
+
+
+# The pooled-runs picture: one dot per run, open for a search trial, filled for a final run.
+PHASE_MARKERS = {
+    "search": ("search trial (its own drawn setting)", False),
+    "final": ("final run (a selected setting)", True),
+}
+COLUMN_TITLES = {
+    ("full", "hierarchical"): "FA hier.",
+    ("full", "linear"): "FA linear",
+    ("full", "test"): "FA test",
+    ("partial", "hierarchical"): "PA hier.",
+    ("partial", "linear"): "PA linear",
+    ("partial", "test"): "PA test",
+}
+
+
+def _spread(values: list[float], width: float = 0.28, close: float = 0.015) -> list[float]:
+    """Horizontal offsets that keep runs with nearly equal values apart: the k-th of a run
+    of close values (sorted) goes to an alternating side, within ±``width``."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    offsets = [0.0] * len(values)
+    group: list[int] = []
+    for i in order + [None]:
+        if i is not None and group and values[i] - values[group[0]] <= close:
+            group.append(i)
+            continue
+        step = min(0.06, 2 * width / max(len(group), 1))
+        for k, j in enumerate(group):
+            offsets[j] = (k - (len(group) - 1) / 2) * step
+        group = [] if i is None else [i]
+    return offsets
+
+
+def pooled_runs_figure(panels: list[dict], title: str) -> Figure:
+    """Every pooled run of the cells whose runs fall into two modes, one panel per (task,
+    accuracy column): per architecture a dot per run (open: search trial, filled: final
+    run), the modes' threshold as a dashed line, the paper's mean ±1 std beside, and the
+    runs above the threshold counted by phase under the axis.
+
+    ``panels``: dicts with ``task``, ``accuracy``, ``column``, ``threshold`` and
+    ``cells``, a list of dicts with ``architecture``, ``runs`` ([(value, phase)]) and
+    ``paper`` ((mean, std) or None)."""
+    n = max(len(panels), 1)
+    archs = list(dict.fromkeys(c["architecture"] for p in panels for c in p["cells"]))
+    colours = dict(zip(archs, sns.color_palette("colorblind", max(len(archs), 1))))
+    with sns.axes_style("ticks"):
+        fig = Figure(figsize=(max(3.2 * n + 0.6, 6.0), 4.6), dpi=DPI, layout="constrained")
+        axes = fig.subplots(1, n, squeeze=False)[0]
+        for ax, panel in zip(axes, panels):
+            cells = panel["cells"]
+            threshold = panel["threshold"]
+            for i, cell in enumerate(cells):
+                values = [v for v, _ in cell["runs"]]
+                offsets = _spread(values)
+                colour = colours[cell["architecture"]]
+                for (value, phase), dx in zip(cell["runs"], offsets):
+                    filled = PHASE_MARKERS[phase][1]
+                    ax.plot(
+                        i + dx,
+                        value,
+                        "o",
+                        markersize=5,
+                        color=colour,
+                        markerfacecolor=colour if filled else "white",
+                        markeredgewidth=1.0,
+                    )
+                if cell["paper"] is not None:
+                    mean, std = cell["paper"]
+                    ax.errorbar(
+                        i + 0.4, mean, yerr=std, fmt="D", color="black", markersize=4, capsize=3
+                    )
+                counts = []
+                for phase in PHASE_MARKERS:
+                    mine = [v for v, ph in cell["runs"] if ph == phase]
+                    if mine:
+                        short = "trials" if phase == "search" else "finals"
+                        counts.append(f"{short} {sum(v > threshold for v in mine)}/{len(mine)}")
+                ax.annotate(
+                    "\n".join(counts),
+                    (i, 0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(0, -26),
+                    textcoords="offset points",
+                    ha="center",
+                    va="top",
+                    fontsize=7,
+                )
+            ax.axhline(threshold, color="0.5", linestyle="--", linewidth=0.8)
+            ax.set_xticks(range(len(cells)), [c["architecture"] for c in cells])
+            ax.set_xlim(-0.6, len(cells) - 0.4)
+            ax.set_ylim(-0.03, 1.03)
+            key = (panel["accuracy"], panel["column"])
+            ax.set_title(
+                f"{TASK_TITLES.get(panel['task'], panel['task'])}: "
+                f"{COLUMN_TITLES.get(key, ' '.join(key))}",
+                fontsize=8,
+            )
+            ax.set_ylabel("accuracy of each run")
+        handles = [
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker="o",
+                color="0.3",
+                markerfacecolor="0.3" if filled else "white",
+                label=label,
+            )
+            for label, filled in PHASE_MARKERS.values()
+        ]
+        handles += [
+            Line2D(
+                [], [], linestyle="", marker="D", color="black", label="paper (mean of 5, ±1 std)"
+            ),
+            Line2D([], [], color="0.5", linestyle="--", label="between the two modes"),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=8, x=0.02, ha="left", wrap=True)
+    return fig

@@ -53,6 +53,7 @@ def report(
             Path(tables_dir) / profile,
             set(settings.pairs) if settings is not None else None,
             results_dir,
+            Path(figures_dir) / profile if figures else None,
         ),
     }
     searched = load_runs(results_dir, profile, phase="search")

@@ -56,13 +56,16 @@ def write_claims(
     out_dir: str | Path,
     pairs: set[tuple[str, str]] | None = None,
     results_dir: str | Path | None = None,
+    figures_dir: str | Path | None = None,
 ) -> list[Path]:
     """``claims.md`` / ``.csv`` / ``.tex``: the claims of ``reporting/data/claims.toml``
     checked on the profile's final runs (``fruit.reporting.claims``), each with the
     comparisons of ``pairs`` (the profile's pairs; None: the pairs with runs); nothing
     for a profile that trains none of the pairs a comparison needs. With ``results_dir``
     (the folder of every profile's run folders), claims.md gets the run-level evidence
-    too: each compared pair's runs pooled across profiles (``fruit.reporting.pooling``)."""
+    too: each compared pair's runs pooled across profiles (``fruit.reporting.pooling``),
+    and with ``figures_dir`` as well, ``pooled-runs.png/.pdf`` there: those runs of the
+    cells with two modes, by phase (``charts.write_pooled_runs``)."""
     from fruit.reporting.claims import evaluate_claims
     from fruit.reporting.claims_report import (
         claims_records,
@@ -94,7 +97,12 @@ def write_claims(
     }
     for name, text in files.items():
         atomic_write_text(out_dir / name, text)
-    return [out_dir / name for name in files]
+    written = [out_dir / name for name in files]
+    if figures_dir is not None and pools is not None:
+        from fruit.reporting.charts import write_pooled_runs
+
+        written += write_pooled_runs(pools, levels, figures_dir, note)
+    return written
 
 
 def _note(tables: dict[str, Table], profile: str) -> str:
