@@ -144,11 +144,9 @@ def pooled_runs_panels(pools: dict, levels: dict) -> list[dict]:
                 for run in pools[(side.task, side.architecture)].runs
                 if (v := run.value(side.accuracy, side.column)) is not None
             ]
-            try:
-                paper = paper_cell(side)
-            except (StopIteration, KeyError, ValueError):  # not one of the paper's cells
-                paper = None
-            panel["cells"].append({"architecture": side.architecture, "runs": runs, "paper": paper})
+            panel["cells"].append(
+                {"architecture": side.architecture, "runs": runs, "paper": paper_cell(side)}
+            )
     return list(panels.values())
 
 
