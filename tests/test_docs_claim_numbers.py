@@ -162,6 +162,11 @@ COUNTS = [
     ),
     (
         "docs/results.md",
+        r"generalization set in (?P<nd_k>\d+) of (?P<nd_n>\d+), Tf in (?P<tf_k>none|\d+) of "
+        r"(?P<tf_n>\d+) \(Fisher p = (?P<p>[\d.]+)\)",
+    ),
+    (
+        "docs/results.md",
         r"over all converged runs \((?P<nd_n>\d+) Tf\+Nd, (?P<tf_n>\d+) Tf, shared starts once\) \| "
         r"Tf\+Nd hierarchical \(FA hier\. > [\d.]+\) in (?P<nd_k>\d+) of (?P=nd_n) \([\d.]+; 95% CI "
         r"(?P<nd_ci>[\d.]+-[\d.]+)\), Tf in (?P<tf_k>\d+) of (?P=tf_n) \((?P<tf_ci>[\d.]+-[\d.]+)\): "
@@ -174,7 +179,7 @@ COUNTS = [
 COUNTS += [
     (
         "README.md",
-        r"all \w+ are search trials, each at its own drawn setting \((?P<tr_k>\d+) of "
+        r"(?:all \w+|\w+ of the \w+) are search trials, each at its own drawn setting \((?P<tr_k>\d+) of "
         r"(?P<tr_n>\d+)\); the final runs at a selected setting, which is what the paper "
         r"reports, are hierarchical in (?P<fi_k>\d+) of (?P<fi_n>\d+) \(two-sided p = (?P<pp>[\d.]+)",
     ),
@@ -190,7 +195,7 @@ COUNTS += [
         r"runs, at one selected setting as the paper's five are, are hierarchical in "
         r"(?P<fi_k>\d+) of (?P<fi_n>\d+) .*? Fisher's two-sided test of one rate for both "
         r"phases: p = (?P<pp>[\d.]+)\. .*? Over final runs alone there is no ordering "
-        r"\(Tf\+Nd (?P=fi_k) of (?P=fi_n), Tf (?P<tf_fi_k>\d+) of (?P<tf_fi_n>\d+)\)",
+        r"\(Tf\+Nd (?P=fi_k) of (?P=fi_n), Tf (?P<tf_fi_k>\d+) of (?P<tf_fi_n>\d+)[:)]",
     ),
     (
         "docs/results.md",
