@@ -44,6 +44,11 @@ def _draws(st: Stability) -> str:
     return f"{st.draws:,} draws with a fixed seed"
 
 
+def _phase_split(share) -> str:
+    """'trials 5/10, finals 1/12': a share's runs above the threshold by phase."""
+    return ", ".join(f"{PHASE_NAMES[ph]} {k}/{n}" for ph, k, n in share.phases)
+
+
 def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
     """What the pooled runs say of a claim's comparisons, for its status bullet."""
     parts = []
@@ -60,8 +65,7 @@ def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
                 f"{b.above}/{b.runs}, Fisher p {_p(level.p_shares[0])} claimed"
             )
             text += "".join(
-                f"; {s.side.architecture}'s "
-                + ", ".join(f"{PHASE_NAMES[ph]} {k}/{n}" for ph, k, n in s.phases)
+                f"; {s.side.architecture}'s {_phase_split(s)}"
                 for s in level.shares
                 if s.p_phases is not None
             )
@@ -102,8 +106,9 @@ def _share_text(level: RunLevel) -> tuple[str, str, str, str]:
         name = s.side.architecture
         lo, hi = s.interval
         ours.append(f"{name} {s.above}/{s.runs} = {s.share:.2f} ({lo:.2f}-{hi:.2f})")
-        split = ", ".join(f"{PHASE_NAMES[ph]} {a}/{n}" for ph, a, n in s.phases)
-        phases.append(f"{name} {split}" + ("" if s.p_phases is None else f" (p {_p(s.p_phases)})"))
+        phases.append(
+            f"{name} {_phase_split(s)}" + ("" if s.p_phases is None else f" (p {_p(s.p_phases)})")
+        )
         fewest, most = s.paper
         span = f"{fewest}" if fewest == most else f"{fewest}-{most}"
         paper.append(f"{name} {span} of {PAPER_RUNS}")
