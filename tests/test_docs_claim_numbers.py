@@ -317,3 +317,44 @@ def test_the_seed_study_state_is_its_records(page, pattern, pools):
             assert _count(said["hier"]) == study["hier"], where
         if said.get("list") is not None:
             assert _floats(said["list"]) == [f"{x:.3f}" for x in study["done"]], where
+
+
+REGISTERED = "docs/campaign.md"
+REGISTERED_FIRST, REGISTERED_THRESHOLD = 7, 0.14  # fixed in campaign.md before the runs
+
+
+def test_the_registered_test_of_the_phase_lead_has_its_p_values_and_tally():
+    """The section that fixes the test of the phase lead before its runs: its p-values are
+    Fisher's (5 of 10 trials against k of 13 finals), and its tally is the records of the
+    seed study's final-7 onwards, at the threshold it fixed."""
+    from fruit.reporting.stats import fisher_p
+
+    text = _text(REPO / REGISTERED)
+    (m,) = _matches(
+        REPO / REGISTERED,
+        r"against k of (?P<n>\d+), at the 0\.05 level\. It confirms the lead when k is 0 "
+        r"\(p = (?P<p0>[\d.]+)\) or 1 \(p = (?P<p1>[\d.]+)\); k = 2 gives p = (?P<p2>[\d.]+) "
+        r"and k = 3 p = (?P<p3>[\d.]+), not confirmed",
+    )
+    n = int(m["n"])
+    planned = load_profile("qf-nd-seeds").final_runs
+    assert n == planned - REGISTERED_FIRST
+    for k in range(4):
+        assert _close(m[f"p{k}"], fisher_p(5, 10, k, n)), (k, m[f"p{k}"])
+    assert fisher_p(5, 10, 1, n) < 0.05 < fisher_p(5, 10, 2, n)
+    assert f"final-{REGISTERED_FIRST} to final-{planned - 1} only, {n} runs" in text
+
+    done = {}
+    for path in SEEDS.glob("final-*/metrics.json"):
+        index = int(path.parent.name[6:])
+        metrics = json.loads(path.read_text())
+        if index >= REGISTERED_FIRST and metrics.get("status") == "complete":
+            done[index] = metrics["full"]["hierarchical"]
+    (tally,) = _matches(
+        REPO / REGISTERED,
+        r"Tally: final-\d+ to final-\d+, (?P<done>\d+) of (?P<n>\d+) finished so far, "
+        r"(?P<hier>none|\d+) hierarchical",
+    )
+    assert int(tally["n"]) == n
+    assert int(tally["done"]) == len(done)
+    assert _count(tally["hier"]) == sum(x > REGISTERED_THRESHOLD for x in done.values())
