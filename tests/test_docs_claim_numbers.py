@@ -358,3 +358,57 @@ def test_the_registered_test_of_the_phase_lead_has_its_p_values_and_tally():
     assert int(tally["n"]) == n
     assert int(tally["done"]) == len(done)
     assert _count(tally["hier"]) == sum(x > REGISTERED_THRESHOLD for x in done.values())
+
+
+C4_PREFERS = "`question-formation/Tf+Nd full.hierarchical > full.linear`"
+
+
+def _stability(profile: str, comparison: str) -> dict[str, float]:
+    """R, U and C (in %) of a comparison's run-level row in the profile's claims.md."""
+    path = TABLES / profile / "claims.md"
+    if not path.is_file():
+        pytest.skip(f"{path.relative_to(REPO)} is not there: run `make report PROFILE={profile}`")
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("|") and cells[0] == comparison and len(cells) > 10:
+            shares = dict(re.findall(r"([RUC]) ([\d.]+)%", cells[-1]))
+            return {k: float(shares.get(k, 0.0)) for k in "RUC"}
+    raise AssertionError(f"{path}: no run-level row for {comparison}")
+
+
+def test_results_md_states_the_stability_of_both_comparisons_in_both_pools():
+    """The stability table of "C4, read two ways" and the row of the search comparison."""
+    text = _text(REPO / "docs/results.md")
+    wanted = {
+        (
+            "paper-search",
+            C4_ORDER,
+        ): r"\| Tf\+Nd FA hier\. > Tf FA hier\. \| paper-search's \(its finals kept\) ",
+        ("claims", C4_ORDER): r"\| Tf\+Nd FA hier\. > Tf FA hier\. \| claims' \(its finals kept\) ",
+        ("paper-search", C4_PREFERS): r"\| Tf\+Nd FA hier\. > Tf\+Nd FA linear \| paper-search's ",
+        ("claims", C4_PREFERS): r"\| Tf\+Nd FA hier\. > Tf\+Nd FA linear \| claims' ",
+    }
+    for (profile, comparison), row in wanted.items():
+        m = re.search(row + r"\| (?P<R>[\d.]+)% \| (?P<U>[\d.]+)% \| (?P<C>[\d.]+)% \|", text)
+        assert m, f"docs/results.md: no stability row /{row}/"
+        said, table = m.groupdict(), _stability(profile, comparison)
+        for key in "RUC":
+            assert _close(said[key], table[key]), (profile, comparison, key, said[key], table[key])
+
+    m = re.search(
+        r"\| how stable that verdict is: .*? \| Tf\+Nd vs Tf: (?P<cR>[\d.]+) / (?P<cU>[\d.]+) / "
+        r"(?P<cC>[\d.]+)%; FA hier\. vs FA linear: (?P<clR>[\d.]+) / (?P<clU>[\d.]+) / "
+        r"(?P<clC>[\d.]+)% \| Tf\+Nd vs Tf: (?P<pR>[\d.]+) / (?P<pU>[\d.]+) / (?P<pC>[\d.]+)%; "
+        r"FA hier\. vs FA linear: (?P<plR>[\d.]+) / (?P<plU>[\d.]+) / (?P<plC>[\d.]+)% \|",
+        text,
+    )
+    assert m, "docs/results.md: no row 'how stable that verdict is' (reworded? update this test)"
+    for prefix, profile, comparison in (
+        ("c", "claims", C4_ORDER),
+        ("cl", "claims", C4_PREFERS),
+        ("p", "paper-search", C4_ORDER),
+        ("pl", "paper-search", C4_PREFERS),
+    ):
+        table = _stability(profile, comparison)
+        for key in "RUC":
+            assert _close(m[prefix + key], table[key]), (profile, comparison, key)
