@@ -13,21 +13,36 @@ repro=${2:?usage: scripts/reproduce-verdict.sh PROFILE REPRO [PYTHON]}
 python=${3:-python3}
 committed=results/tables/$profile fresh=$repro/results/tables/$profile
 
-# The two folders equal once each caption's "; code <sha>[+dirty], <sha>..." is blanked.
+# The two folders equal once each caption's "; code <sha>[+dirty], <sha>..." is blanked
+# (and the marks of backfilled rows);
+# else the names of the files that still differ (or are on one side only), on stdout.
 same_but_commits() {
     local scratch sha='[0-9a-f]{7,40}(\+dirty)?'
     scratch=$(mktemp -d)
     trap 'rm -rf "$scratch"' RETURN
     cp -r "$1" "$scratch/a" && cp -r "$2" "$scratch/b"
-    find "$scratch" -type f -exec sed -E -i "s/; code $sha(, $sha)*/; code (commits)/g" {} +
-    diff -r -q "$scratch/a" "$scratch/b" >/dev/null
+    # provenance, not numbers: the commits in captions, and the marks of rows backfilled
+    # after a run (by-subject.md's "†" and its sentence; the records say how)
+    find "$scratch" -type f -exec sed -E -i \
+        -e "s/; code $sha(, $sha)*/; code (commits)/g" \
+        -e "s/ Rows marked † were computed after the run [^:]*: the run's code predates recording them\.//" \
+        -e "s/^\| ((\*\*)?[a-z]+-[0-9]+(\*\*)?) † \|/| \1 |/" {} +
+    (cd "$scratch/a" && find . -type f; cd "$scratch/b" && find . -type f) | sort -u |
+        while read -r f; do
+            cmp -s "$scratch/a/$f" "$scratch/b/$f" || printf '%s\n' "${f#./}"
+        done | grep . && return 1
+    return 0
 }
 [ -d "$committed" ] || exit 0  # nothing committed to compare with
 if diff -r -q "$committed" "$fresh" >/dev/null; then
     echo "reproduced: $fresh equals the committed $committed byte for byte"
-elif same_but_commits "$committed" "$fresh"; then
-    echo "reproduced: $fresh equals the committed $committed in every number (only the code commit named in the captions differs)"
+elif differing=$(same_but_commits "$committed" "$fresh"); then
+    echo "reproduced: $fresh equals the committed $committed in every number (only provenance differs: the code commits named in the captions, rows marked as backfilled)"
 else
-    echo "not byte-identical to the committed $committed (expected on another kind of CPU), so compared statistically:"
+    # a CPU of another kind rounds differently; records made by older code can lack a field
+    # a newer table shows (by-subject.md before the breakdown was recorded): name the files
+    set -- $differing
+    verb=differs; [ $# -eq 1 ] || verb=differ
+    echo "not byte-identical to the committed $committed: $(echo "$@" | sed 's/ /, /g') $verb beyond the commits named in the captions, so compared statistically:"
     "$python" -m fruit.reporting.reproduction results/runs "$repro/results/runs" "$profile"
 fi

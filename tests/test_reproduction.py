@@ -159,4 +159,56 @@ def test_the_verdict_blanks_only_the_commits_in_the_captions(tmp_path):
     changed = re.sub(r"\d+(?=\D*; code 1234567)", lambda m: str(int(m.group()) + 1), line, count=1)
     assert changed != line
     target.write_text(text.replace(line, changed))
-    assert verdict().startswith("not byte-identical")
+    said = verdict()
+    assert said.startswith("not byte-identical"), said
+    # it names the file that differs, and only that one
+    assert f": {target.name} differs beyond the commits named" in said, said
+    # a table on one side only is named too
+    (fresh / "extra.md").write_text("| a |\n")
+    said = verdict()
+    assert f": extra.md, {target.name} differ beyond" in said or (
+        f": {target.name}, extra.md differ beyond" in said
+    ), said
+
+
+def test_the_verdict_blanks_the_backfill_marks_but_not_the_numbers_of_those_rows(tmp_path):
+    """The committed quick by-subject.md marks its backfilled rows (†) and says how; a fresh
+    run records the breakdown itself, so its table has neither. The verdict reads that as
+    provenance ("in every number"), while a changed number in a marked row is still caught."""
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    committed = repo / "results" / "tables" / "quick"
+    table = committed / "by-subject.md"
+    if not table.is_file() or " † |" not in table.read_text():
+        pytest.skip("the committed quick by-subject.md has no backfilled rows")
+    fresh = tmp_path / "repro" / "results" / "tables" / "quick"
+    shutil.copytree(committed, fresh)
+
+    def verdict() -> str:
+        done = subprocess.run(
+            ["bash", "scripts/reproduce-verdict.sh", "quick", str(tmp_path / "repro"), "false"],
+            cwd=repo, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return done.stdout
+
+    text = table.read_text()
+    unmarked = re.sub(r" Rows marked † were computed after the run [^:]*: [^.]*\.", "", text)
+    unmarked = unmarked.replace(" † |", " |")
+    assert unmarked != text and "†" not in unmarked
+    (fresh / "by-subject.md").write_text(unmarked)
+    assert "in every number" in verdict()
+
+    marked_row = next(x for x in unmarked.splitlines() if x.startswith("| final-"))
+    changed = re.sub(
+        r"\| (\d\.\d{3}) \|", lambda m: f"| {float(m[1]) + 0.001:.3f} |", marked_row, count=1
+    )
+    assert changed != marked_row
+    (fresh / "by-subject.md").write_text(unmarked.replace(marked_row, changed))
+    said = verdict()
+    assert said.startswith("not byte-identical") and ": by-subject.md differs" in said, said

@@ -89,7 +89,10 @@ def test_search_trials_with_a_breakdown_follow_the_finals_and_added_rows_are_mar
     assert "| final-0 | 0.500 | 0.250 |" in finals
     assert "| search-0 † | 0.125 | 0.250 |" in trials
     assert "| **search-1** † | 0.250 | 0.250 |" in trials  # the lowest validation CE
-    assert "by commit abcdef0 (`python -m fruit.backfill`)" in text
+    assert (
+        "by commit abcdef0 (`python -m fruit.backfill`; metrics.json's by_subject_added says from which)"
+        in text
+    )
     # trials without a breakdown add nothing
     plain = tmp_path / "q"
     write_run(plain, "p", QF, "Tf", 0, FULL, PARTIAL)

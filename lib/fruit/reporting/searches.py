@@ -136,8 +136,9 @@ def markdown_by_subject(runs: list[RunResult], note: str) -> str:
     if added:
         commits = ", ".join(c[:7] for c in added)
         lines[0] += (
-            " Rows marked † were computed after the run from its best.pt, by commit "
-            f"{commits} (`python -m fruit.backfill`): the run's code predates recording them."
+            " Rows marked † were computed after the run from a best.pt, by commit "
+            f"{commits} (`python -m fruit.backfill`; metrics.json's by_subject_added says "
+            "from which): the run's code predates recording them."
         )
     for task, arch in _pairs(finals):
         mine = [r for r in finals if (r.task, r.architecture) == (task, arch)]
