@@ -123,13 +123,25 @@ def test_make_reproduce_on_the_committed_runs_says_byte_identical(tmp_path):
     )
 
 
+def _verdict(repro) -> str:
+    """What scripts/reproduce-verdict.sh prints for the quick tables under REPRO (no
+    statistical fallback: its python is `false`)."""
+    import subprocess
+    from pathlib import Path
+
+    done = subprocess.run(
+        ["bash", "scripts/reproduce-verdict.sh", "quick", str(repro), "false"],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return done.stdout
+
+
 def test_the_verdict_blanks_only_the_commits_in_the_captions(tmp_path):
     """scripts/reproduce-verdict.sh on copies of the committed quick tables: another list
     of commits in a caption is "equal in every number"; a number changed in that same
     caption line is not (it goes on to the statistical comparison)."""
     import re
     import shutil
-    import subprocess
     from pathlib import Path
 
     import pytest
@@ -143,11 +155,7 @@ def test_the_verdict_blanks_only_the_commits_in_the_captions(tmp_path):
     shutil.copytree(committed, fresh)
 
     def verdict() -> str:
-        done = subprocess.run(
-            ["bash", "scripts/reproduce-verdict.sh", "quick", str(tmp_path / "repro"), "false"],
-            cwd=repo, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        return done.stdout
+        return _verdict(tmp_path / "repro")
 
     assert "byte for byte" in verdict()
     target = fresh / captioned[0].name
@@ -177,7 +185,6 @@ def test_the_verdict_blanks_the_backfill_marks_but_not_the_numbers_of_those_rows
     provenance ("in every number"), while a changed number in a marked row is still caught."""
     import re
     import shutil
-    import subprocess
     from pathlib import Path
 
     import pytest
@@ -191,11 +198,7 @@ def test_the_verdict_blanks_the_backfill_marks_but_not_the_numbers_of_those_rows
     shutil.copytree(committed, fresh)
 
     def verdict() -> str:
-        done = subprocess.run(
-            ["bash", "scripts/reproduce-verdict.sh", "quick", str(tmp_path / "repro"), "false"],
-            cwd=repo, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        return done.stdout
+        return _verdict(tmp_path / "repro")
 
     text = table.read_text()
     unmarked = re.sub(r" Rows marked † were computed after the run [^:]*: [^.]*\.", "", text)
