@@ -29,8 +29,9 @@ def _text(path: Path) -> str:
     return re.sub(r"\s+", " ", path.read_text())
 
 
-def _run_level_row(profile: str) -> dict[str, str]:
-    """The run-level row of C4's ordering in results/tables/<profile>/claims.md, by column."""
+def _run_level_row(profile: str, comparison: str = C4_ORDER) -> dict[str, str]:
+    """A comparison's run-level row in results/tables/<profile>/claims.md (by default C4's
+    ordering), by column."""
     path = TABLES / profile / "claims.md"
     if not path.is_file():
         pytest.skip(f"{path.relative_to(REPO)} is not there: run `make report PROFILE={profile}`")
@@ -42,9 +43,17 @@ def _run_level_row(profile: str) -> dict[str, str]:
                 if not row.startswith("|"):
                     break
                 cells = [c.strip() for c in row.strip("|").split("|")]
-                if cells[0] == C4_ORDER:
+                if cells[0] == comparison:
                     return dict(zip(header, cells))
-    raise AssertionError(f"{path}: no run-level row for {C4_ORDER}")
+    raise AssertionError(f"{path}: no run-level row for {comparison}")
+
+
+def _stability(profile: str, comparison: str = C4_ORDER) -> dict[str, float]:
+    """R, U and C (in %) of a comparison's run-level row: how often 5 finals drawn from
+    the pool give reproduced, undecided, contradicted."""
+    column = _run_level_row(profile, comparison)["Stability of the 5-run verdict"]
+    shares = dict(re.findall(r"([RUC]) ([\d.]+)%", column))
+    return {k: float(shares.get(k, 0.0)) for k in "RUC"}
 
 
 def _pool(profile: str) -> dict:
@@ -54,7 +63,6 @@ def _pool(profile: str) -> dict:
         row["Runs above (95% CI)"],
     )
     assert m, row["Runs above (95% CI)"]
-    shares = dict(re.findall(r"([RUC]) ([\d.]+)%", row["Stability of the 5-run verdict"]))
     phases = re.fullmatch(
         r"Tf\+Nd trials (\d+)/(\d+), finals (\d+)/(\d+) \(p ([\d.]+)\); "
         r"Tf trials (\d+)/(\d+), finals (\d+)/(\d+) \(p [\d.]+\)",
@@ -70,9 +78,7 @@ def _pool(profile: str) -> dict:
         "tf_ci": m[6],
         "p": row["Between cells (p claimed; opposite)"].split(";")[0].strip(),
         "gap": float(row["Two modes at"]),
-        "R": float(shares.get("R", 0.0)),
-        "U": float(shares.get("U", 0.0)),
-        "C": float(shares.get("C", 0.0)),
+        **_stability(profile),
         "tr_k": int(phases[1]),
         "tr_n": int(phases[2]),
         "fi_k": int(phases[3]),
@@ -87,12 +93,14 @@ def _pool(profile: str) -> dict:
 
 def _seed_study(gap: float) -> dict:
     """The seed study's finished runs in index order, and how many are above the gap."""
-    done = []
-    for path in sorted(SEEDS.glob("final-*/metrics.json"), key=lambda p: int(p.parent.name[6:])):
+    by_index = {}
+    for path in SEEDS.glob("final-*/metrics.json"):
         metrics = json.loads(path.read_text())
         if metrics.get("status") == "complete":
-            done.append(metrics["full"]["hierarchical"])
+            by_index[int(path.parent.name[6:])] = metrics["full"]["hierarchical"]
+    done = [by_index[i] for i in sorted(by_index)]
     return {
+        "by_index": by_index,
         "done": done,
         "hier": sum(x > gap for x in done),
         "planned": load_profile("qf-nd-seeds").final_runs,
@@ -344,12 +352,8 @@ def test_the_registered_test_of_the_phase_lead_has_its_p_values_and_tally():
     assert fisher_p(5, 10, 1, n) < 0.05 < fisher_p(5, 10, 2, n)
     assert f"final-{REGISTERED_FIRST} to final-{planned - 1} only, {n} runs" in text
 
-    done = {}
-    for path in SEEDS.glob("final-*/metrics.json"):
-        index = int(path.parent.name[6:])
-        metrics = json.loads(path.read_text())
-        if index >= REGISTERED_FIRST and metrics.get("status") == "complete":
-            done[index] = metrics["full"]["hierarchical"]
+    by_index = _seed_study(REGISTERED_THRESHOLD)["by_index"]
+    done = {i: x for i, x in by_index.items() if i >= REGISTERED_FIRST}
     (tally,) = _matches(
         REPO / REGISTERED,
         r"Tally: final-\d+ to final-\d+, (?P<done>\d+) of (?P<n>\d+) finished so far, "
@@ -361,19 +365,6 @@ def test_the_registered_test_of_the_phase_lead_has_its_p_values_and_tally():
 
 
 C4_PREFERS = "`question-formation/Tf+Nd full.hierarchical > full.linear`"
-
-
-def _stability(profile: str, comparison: str) -> dict[str, float]:
-    """R, U and C (in %) of a comparison's run-level row in the profile's claims.md."""
-    path = TABLES / profile / "claims.md"
-    if not path.is_file():
-        pytest.skip(f"{path.relative_to(REPO)} is not there: run `make report PROFILE={profile}`")
-    for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if line.startswith("|") and cells[0] == comparison and len(cells) > 10:
-            shares = dict(re.findall(r"([RUC]) ([\d.]+)%", cells[-1]))
-            return {k: float(shares.get(k, 0.0)) for k in "RUC"}
-    raise AssertionError(f"{path}: no run-level row for {comparison}")
 
 
 def test_results_md_states_the_stability_of_both_comparisons_in_both_pools():
