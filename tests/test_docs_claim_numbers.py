@@ -107,6 +107,14 @@ def _seed_study(gap: float) -> dict:
     }
 
 
+def _paused_epochs(run: Path) -> str | None:
+    """How far a paused run has trained, in epochs at one decimal (None: not paused)."""
+    if not (run / "paused.json").is_file():
+        return None
+    seen = json.loads((run / "paused.json").read_text())["examples_seen"]
+    return f"{seen / json.loads((run / 'config.json').read_text())['train_size']:.1f}"
+
+
 def _count(word: str) -> int:
     return 0 if word == "none" else int(word)
 
@@ -220,6 +228,12 @@ COUNTS += [
     ),
     (
         "docs/campaign.md",
+        r"the pool holds (?P<nd_k>\d+) hierarchical Tf\+Nd runs of (?P<nd_n>\d+); the finals at "
+        r"the selected setting stand at (?P<fi_k>\d+) of (?P<fi_n>\d+) against the trials' "
+        r"(?P<tr_k>\d+) of (?P<tr_n>\d+)",
+    ),
+    (
+        "docs/campaign.md",
         r"over final runs alone Tf\+Nd \((?P<fi_k>\d+) of (?P<fi_n>\d+)\) and Tf "
         r"\((?P<tf_fi_k>\d+) of (?P<tf_fi_n>\d+)\) do not differ",
     ),
@@ -281,6 +295,9 @@ def test_campaign_md_states_the_stability_of_both_pools(pools):
     assert _close(m["r_ps"], pools["paper-search"]["R"]) and _close(m["r_cl"], pools["claims"]["R"])
 
 
+REGISTERED = "docs/campaign.md"
+REGISTERED_FIRST, REGISTERED_THRESHOLD = 7, 0.14  # fixed in campaign.md before the runs
+
 SEED_STATES = [
     (
         "README.md",
@@ -301,8 +318,17 @@ SEED_STATES = [
     ),
     (
         "docs/campaign.md",
-        r"State of [\d-]+, [\d:]+ UTC: final-0 to final-(?P<last>\d+) are done, (?P<hier>none|\d+) "
-        r"hierarchical \(FA hierarchical (?P<list>[\d., and]+?);",
+        r"State of [\d-]+, [\d:]+ UTC: (?P<done>\d+) of (?P<planned>\d+) done, (?P<hier>none|\d+) "
+        r"hierarchical \(FA hier\. above [\d.]+\); (?:final-(?P<paused>\d+) is paused at "
+        r"(?P<paused_epochs>[\d.]+) epochs with its resume files in git; )?(?P<left>\d+) are to come",
+    ),
+    (
+        "docs/results.md",
+        r"(?P<left>\d+) finals are to come, and the test of the last 13",
+    ),
+    (
+        "docs/results.md",
+        r"so far (?P<registered>\w+) of the 13 are done",
     ),
 ]
 
@@ -325,10 +351,13 @@ def test_the_seed_study_state_is_its_records(page, pattern, pools):
             assert _count(said["hier"]) == study["hier"], where
         if said.get("list") is not None:
             assert _floats(said["list"]) == [f"{x:.3f}" for x in study["done"]], where
-
-
-REGISTERED = "docs/campaign.md"
-REGISTERED_FIRST, REGISTERED_THRESHOLD = 7, 0.14  # fixed in campaign.md before the runs
+        if said.get("left") is not None:
+            assert int(said["left"]) == study["planned"] - len(study["done"]), where
+        if said.get("registered") is not None:
+            registered = sum(i >= REGISTERED_FIRST for i in study["by_index"])
+            assert _count(said["registered"]) == registered, where
+        if said.get("paused") is not None:
+            assert _paused_epochs(SEEDS / f"final-{said['paused']}") == said["paused_epochs"], where
 
 
 def test_the_registered_test_of_the_phase_lead_has_its_p_values_and_tally():
@@ -403,3 +432,88 @@ def test_results_md_states_the_stability_of_both_comparisons_in_both_pools():
         table = _stability(profile, comparison)
         for key in "RUC":
             assert _close(m[prefix + key], table[key]), (profile, comparison, key)
+
+
+GERMAN = REPO / "results" / "runs" / "paper-search" / "question-formation-in-german" / "Tf+Nd"
+RUN_TABLES = [
+    # (header of the table in docs/campaign.md, the runs it lists, with their settings?)
+    ("| run | epochs | test FA | FA hier. | FA linear | PA hier. |", SEEDS, False),
+    (
+        "| trial | learning rate | B | epochs | test FA | FA hier. | FA linear | PA hier. |",
+        GERMAN,
+        True,
+    ),
+]
+
+
+def _table(path: Path, header: str) -> dict[str, list[str]]:
+    """The rows of the one table of the page that has this header, by their first cell."""
+    lines = path.read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == header]
+    assert len(starts) == 1, f"{path.relative_to(REPO)}: {len(starts)} tables headed {header}"
+    rows = {}
+    for line in lines[starts[0] + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _record_row(metrics: dict, with_setting: bool) -> list[str]:
+    setting = [f"{metrics['learning_rate']:.2e}", f"{metrics['batch_tokens']:,}"]
+    full, partial = metrics["full"], metrics["partial"]
+    return (setting if with_setting else []) + [
+        f"{metrics['epochs']:.1f}",
+        f"{full['test']:.3f}",
+        f"{full['hierarchical']:.3f}",
+        f"{full['linear']:.3f}",
+        f"{partial['hierarchical']:.3f}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "header, runs, with_setting", RUN_TABLES, ids=["seed study", "German pair"]
+)
+def test_campaign_md_tables_of_the_running_campaigns_are_their_records(header, runs, with_setting):
+    """Every finished run of the two campaigns is a row, at the precision printed, and no
+    row names a run without a finished record."""
+    recorded = {}
+    for path in runs.glob("*/metrics.json"):
+        metrics = json.loads(path.read_text())
+        if metrics.get("status") == "complete":
+            recorded[path.parent.name] = _record_row(metrics, with_setting)
+    said = _table(REPO / "docs/campaign.md", header)
+    assert sorted(said) == sorted(recorded), (
+        f"docs/campaign.md's table lists {sorted(said)}, the records finish {sorted(recorded)}"
+    )
+    for run, row in said.items():
+        assert row == recorded[run], (
+            f"docs/campaign.md: {run} says {row}, its record {recorded[run]}"
+        )
+
+
+def test_campaign_md_states_the_german_pairs_progress():
+    """The German pair's count of finished trials and its paused trial, as its records say."""
+    done = sum(
+        json.loads(p.read_text()).get("status") == "complete"
+        for p in GERMAN.glob("search-*/metrics.json")
+    )
+    for page, pattern in (
+        (
+            "docs/campaign.md",
+            r"question-formation-in-german/Tf\+Nd\), state of [\d-]+, [\d:]+ UTC: "
+            r"(?P<done>\d+) of 10 trials done[^;]*;(?: trial (?P<paused>\d+) is paused at "
+            r"(?P<epochs>[\d.]+) epochs)?",
+        ),
+        ("docs/results.md", r"to come \((?P<done>\d+) of 10 trials done"),
+    ):
+        for m in _matches(REPO / page, pattern):
+            assert int(m["done"]) == done, (
+                f"{page}: '{m[0][:100]}' says {m['done']}, records {done}"
+            )
+            if m.groupdict().get("paused"):
+                got = _paused_epochs(GERMAN / f"search-{m['paused']}")
+                assert got == m["epochs"], (
+                    f"{page}: trial {m['paused']} paused at {got}, not {m['epochs']}"
+                )
