@@ -15,7 +15,7 @@
 #                       Debian's chromium chromium-driver as root, else fails saying so);
 #                       screenshot in build/browser/
 # TORCH picks the PyTorch build (default: torch==2.13.0). For another build, e.g. CUDA:
-#   make clean-venv && make TORCH="torch --index-url https://download.pytorch.org/whl/cu124" test
+#   make clean-venv && make TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu130" test
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -83,11 +83,12 @@ bench: venv
 # JupyterLab and ipywidgets in the same environment, and a named kernel for it
 $(VENV)/.lab: $(BIN)/fruit pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"
-	$(BIN)/python -m ipykernel install $(KERNEL_INSTALL) --name fruit --display-name "Python (fruit)" >/dev/null
 	touch $@
 
-# as root (e.g. in a container) JupyterLab wants --allow-root
+# as root (e.g. in a container) JupyterLab wants --allow-root; the kernel is registered at
+# every call, so KERNEL_INSTALL=--user takes effect after an earlier `make lab` too
 lab: $(VENV)/.lab
+	$(BIN)/python -m ipykernel install $(KERNEL_INSTALL) --name fruit --display-name "Python (fruit)" >/dev/null
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) \
 		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)

@@ -33,7 +33,10 @@ same_but_commits() {
         done | grep . && return 1
     return 0
 }
-[ -d "$committed" ] || exit 0  # nothing committed to compare with
+if [ ! -d "$committed" ]; then
+    echo "no committed tables of profile $profile ($committed): nothing to compare; the fresh tables are in $fresh"
+    exit 0
+fi
 if diff -r -q "$committed" "$fresh" >/dev/null; then
     echo "reproduced: $fresh equals the committed $committed byte for byte"
 elif differing=$(same_but_commits "$committed" "$fresh"); then

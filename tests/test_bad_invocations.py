@@ -287,8 +287,8 @@ CORPUS = [
     ("train-run-dir-is-a-file", train_in(lambda m, t: a_file(t)), "is a file, not a folder"),
     ("train-output-dir-is-a-file", lambda m, t: [*train()(m, t), "--output-dir", str(a_file(t))], "is a file, not a folder"),
     # fruit report
-    ("report-no-results", lambda m, t: ["report", "--results", str(t / "nothing"), "--out", str(t / "tables")], "no run folders under"),
-    ("report-unknown-profile", lambda m, t: [*report()(m, t), "--profile", "nope"], "unknown profile (no folder"),
+    ("report-no-results", lambda m, t: ["report", "--results", str(t / "nothing"), "--out", str(t / "tables")], "nothing is not a folder: give the folder that holds"),
+    ("report-unknown-profile", lambda m, t: [*report()(m, t), "--profile", "nope"], "no runs of profile 'nope' under"),
     ("report-profile-outside", lambda m, t: [*report()(m, t), "--profile", "../res"], "bad profile name '../res'"),
     ("report-expected-runs-0", report("--expected-runs", 0), "--expected-runs must be an integer >= 1"),
     ("report-expected-runs-negative", report("--expected-runs", -2), "--expected-runs must be an integer >= 1"),
@@ -309,8 +309,8 @@ CORPUS = [
     ("run-time-limit-negative", run("--time-limit", "-5m"), "--time-limit '-5m' is not a duration"),
     ("run-workers-negative", run("--workers", "-2"), "--workers must be a positive integer, not -2"),
     ("run-published-missing", lambda m, t: [*run()(m, t), "--published", str(t / "nothing")], "is not a folder"),
-    ("run-task-not-in-profile", run("--task", "passivization"), "unknown task of profile smoke 'passivization'"),
-    ("run-architecture-not-in-profile", run("--architecture", "GRU"), "unknown architecture of profile smoke 'GRU'"),
+    ("run-task-not-in-profile", run("--task", "passivization"), "task 'passivization' is not in profile smoke; its tasks: question-formation"),
+    ("run-architecture-not-in-profile", run("--architecture", "GRU"), "architecture 'GRU' is not in profile smoke; its architectures: "),
     ("run-scheduler-and-cluster", run("--scheduler", "tcp://127.0.0.1:1", "--cluster", "slurm"), "give either --scheduler or --cluster, not both"),
 ]  # fmt: skip
 

@@ -163,10 +163,13 @@ def test_extra_architectures_are_listed_but_never_bold(tmp_path):
 
 def test_unknown_profile_lists_the_profiles(tmp_path):
     write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
-    with pytest.raises(FruitError, match="smoke"):
+    with pytest.raises(FruitError, match="no runs of profile 'quick' under .*: smoke$"):
         load_runs(tmp_path, "quick")
-    with pytest.raises(FruitError, match="no profile folders"):
+    with pytest.raises(FruitError, match="nothing is not a folder"):
         load_runs(tmp_path / "nothing", "quick")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FruitError, match="no profile folders"):
+        load_runs(tmp_path / "empty", "quick")
 
 
 def test_bad_metrics_json_names_the_file(tmp_path):
@@ -257,7 +260,7 @@ def test_fruit_report_command(tmp_path, capsys):
     assert not (tmp_path / "t" / "paper-reported").exists()
     assert "question formation: 2/3 architectures" in capsys.readouterr().out  # Tf, Tf+Sup, RNN
     assert main(["report", *common, "--profile", "quick"]) == 2
-    assert "valid choices: smoke" in capsys.readouterr().err
+    assert "profiles with runs there: smoke" in capsys.readouterr().err
 
 
 def test_tables_name_the_code_their_runs_came_from(tmp_path):

@@ -123,17 +123,23 @@ def test_make_reproduce_on_the_committed_runs_says_byte_identical(tmp_path):
     )
 
 
-def _verdict(repro) -> str:
-    """What scripts/reproduce-verdict.sh prints for the quick tables under REPRO (no
+def _verdict(repro, profile: str = "quick") -> str:
+    """What scripts/reproduce-verdict.sh prints for a profile's tables under REPRO (no
     statistical fallback: its python is `false`)."""
     import subprocess
     from pathlib import Path
 
     done = subprocess.run(
-        ["bash", "scripts/reproduce-verdict.sh", "quick", str(repro), "false"],
+        ["bash", "scripts/reproduce-verdict.sh", profile, str(repro), "false"],
         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     return done.stdout
+
+
+def test_a_profile_without_committed_tables_gets_a_line_saying_so(tmp_path):
+    """`make reproduce PROFILE=paper`: nothing committed to compare with, said in one line."""
+    said = _verdict(tmp_path / "repro", profile="paper")
+    assert said.startswith("no committed tables of profile paper"), said
 
 
 def test_the_verdict_blanks_only_the_commits_in_the_captions(tmp_path):

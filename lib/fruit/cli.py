@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 
+import fruit
 from fruit.errors import STORAGE_ERRNOS, FruitError
 
 # name -> one-line help. The module is fruit.commands.<name with - as _>.
@@ -41,6 +42,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         prog="fruit",
         description="Reproduce 'Bearing Syntactic Fruit with Stack-Augmented Neural Networks'.",
     )
+    parser.add_argument("--version", action="version", version=f"fruit {fruit.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # Only import the module of the subcommand actually asked for (plus none for --help).

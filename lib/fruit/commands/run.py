@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from fruit.device import DEVICE_CHOICES
 from fruit.errors import FruitError, check_split_size
 from fruit.experiments.clusters.checks import check_options_take_effect, check_run_options
 from fruit.experiments.planning.gpu_sharing import check_gpu_options
@@ -55,6 +56,7 @@ def default_notebook() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from fruit.experiments.planning.gpu_rates import CARDS
     from fruit.profiles import profile_names
 
     parser.add_argument(
@@ -71,9 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data-dir", help="data folder (default: data/<profile>)")
     parser.add_argument("--notebook", help="the train notebook (default: notebooks/train.ipynb)")
-    parser.add_argument(
-        "--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)"
-    )
+    parser.add_argument("--device", default="auto", help=f"{DEVICE_CHOICES} (default: auto)")
     parser.add_argument(
         "--retries",
         type=int,
@@ -130,7 +130,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--jobs", type=int, help="jobqueue: number of jobs (default: 1)")
     where.add_argument("--cores", type=int, help="jobqueue: cores per job")
     where.add_argument("--memory", help="jobqueue: memory per job, e.g. 16GB")
-    where.add_argument("--walltime", help="jobqueue: walltime per job, e.g. 24:00:00")
+    where.add_argument(
+        "--walltime",
+        help="jobqueue: walltime per job, e.g. 24:00:00 (default: the Dask config's "
+        "jobqueue.<kind>.walltime, else 30 minutes); runs pause before it",
+    )
     where.add_argument("--gpus", type=int, help="jobqueue: GPUs per job, one run each (default: 0)")
     where.add_argument(
         "--runs-per-gpu",
@@ -142,8 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--gpu-card",
         metavar="CARD",
-        help="--dry-run: GPU-hours on this card (recorded: "
-        "h100; default: this machine's GPU, else every recorded card)",
+        help=f"--dry-run: GPU-hours on this card (recorded: {', '.join(CARDS)}; default: this "
+        "machine's GPU, else every recorded card)",
     )
     where.add_argument("--queue", help="jobqueue: queue / partition")
     where.add_argument("--account", help="jobqueue: account / project")
@@ -193,8 +197,6 @@ def check_counts(args: argparse.Namespace) -> None:
 
 def selected_pairs(profile, tasks, architectures):
     """The profile's (task, architecture) pairs that --task/--architecture keep (None: all)."""
-    from fruit.errors import unknown_choice
-
     pairs = list(profile.pairs)
     for chosen, known, what in (
         (tasks, [t for t, _ in pairs], "task"),
@@ -202,8 +204,9 @@ def selected_pairs(profile, tasks, architectures):
     ):
         for name in chosen or ():
             if name not in known:
-                raise unknown_choice(
-                    f"{what} of profile {profile.name}", name, dict.fromkeys(known)
+                raise FruitError(
+                    f"{what} {name!r} is not in profile {profile.name}; its {what}s: "
+                    f"{', '.join(dict.fromkeys(known))}"
                 )
     if not tasks and not architectures:
         return None

@@ -19,6 +19,7 @@ import json
 import sys
 
 from fruit import training
+from fruit.device import DEVICE_CHOICES
 from fruit.profiles import PHASES, load_profile, profile_names
 
 
@@ -31,13 +32,29 @@ def add_arguments(parser) -> None:
         "--profile",
         default=defaults.profile,
         help=f"a shipped profile ({', '.join(profile_names())}) or the path of your own .toml: "
-        f"sizes, checkpoint interval and max epochs come from it (default: {defaults.profile})",
+        f"sizes, checkpoint interval and max epochs come from it, not its search's or selection's "
+        f"settings: give --learning-rate and --batch-tokens (default: {defaults.profile})",
     )
-    a("--phase", default=defaults.phase, choices=PHASES)
-    a("--index", type=int, default=defaults.index, help="trial or run number")
-    a("--seed", type=int, default=defaults.seed, help="run seed (other seeds derive from it)")
-    a("--learning-rate", type=float, default=defaults.learning_rate)
-    a("--batch-tokens", type=int, default=defaults.batch_tokens, help="token budget B")
+    a("--phase", default=defaults.phase, choices=PHASES, help="(default: %(default)s)")
+    a(
+        "--index",
+        type=int,
+        default=defaults.index,
+        help="trial or run number (default: %(default)s)",
+    )
+    a(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        help="run seed, other seeds derive from it (default: %(default)s)",
+    )
+    a("--learning-rate", type=float, default=defaults.learning_rate, help="(default: %(default)s)")
+    a(
+        "--batch-tokens",
+        type=int,
+        default=defaults.batch_tokens,
+        help="token budget B (default: %(default)s)",
+    )
     for name in (
         "train-size",
         "dev-size",
@@ -65,9 +82,13 @@ def add_arguments(parser) -> None:
         help="generate the task's splits into an absent DATA_DIR/<task>/ folder (as fruit run)",
     )
     a("--data-seed", type=int, default=None, help="default: the profile's seed for the task")
-    a("--output-dir", default="results", help="run folders go under OUTPUT_DIR/runs/")
+    a(
+        "--output-dir",
+        default="results",
+        help="run folders go under OUTPUT_DIR/runs/ (default: %(default)s)",
+    )
     a("--run-dir", default=None, help="explicit run folder (overrides --output-dir)")
-    a("--device", default=defaults.device, help="auto, cpu, cuda or cuda:N")
+    a("--device", default=defaults.device, help=f"{DEVICE_CHOICES} (default: %(default)s)")
     a(
         "--no-partial-on-test",
         dest="partial_on_test",

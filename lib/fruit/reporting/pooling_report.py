@@ -56,6 +56,12 @@ def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
         level = levels.get(c.check.text)
         if level is None:
             continue
+        if not any(level.runs):
+            parts.append(
+                f"`{c.check.text}`: no pooled runs (every run left out: see the run-level "
+                "evidence below for why)"
+            )
+            continue
         runs = level.runs[0] if level.test != "cells" else f"{level.runs[0]} and {level.runs[1]}"
         text = f"`{c.check.text}` over all {runs} pooled runs: {level.verdict}"
         if level.shares and level.test == "cells":

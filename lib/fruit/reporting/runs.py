@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fruit.errors import FruitError, unknown_choice
+from fruit.errors import FruitError
 from fruit.io import read_json_record
 from fruit.names import ARCHITECTURES
 from fruit.resumed import cpu_kind, resumed_elsewhere
@@ -214,10 +214,18 @@ def load_runs(
     results_dir = runs_dir(results_dir, profile)
     root = results_dir / profile
     if not root.is_dir():
+        if not results_dir.is_dir():
+            raise FruitError(
+                f"{results_dir} is not a folder: give the folder that holds <profile>/ run "
+                "folders (results/runs) or the one above it"
+            )
         found = available_profiles(results_dir)
         if not found:
             raise FruitError(f"no run folders under {results_dir}: no profile folders found")
-        raise unknown_choice(f"profile (no folder {root})", profile, found)
+        raise FruitError(
+            f"no runs of profile {profile!r} under {results_dir} (train them with `fruit run "
+            f"--profile {profile}`); profiles with runs there: {', '.join(found)}"
+        )
     runs, wrong = [], []
     for run_dir in sorted(root.glob("*/*/*")):
         parsed = _parse_run_dir(run_dir) if run_dir.is_dir() else None
