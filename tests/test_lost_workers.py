@@ -174,14 +174,14 @@ def test_sigterm_while_waiting_for_a_worker_ends_fruit_paused(tmp_path: Path):
 
 
 def test_the_dry_run_counts_the_runs_of_the_cluster_options(tmp_path: Path):
-    def dry(*options: str) -> str:
+    def dry(*options: str, line: str = "total:") -> str:
         done = subprocess.run(
             [sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--dry-run",
              "--results", str(tmp_path / "results"), *options],
             capture_output=True, text=True, cwd=tmp_path,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
-        return next(line for line in done.stdout.splitlines() if line.startswith("total:"))
+        return next((x for x in done.stdout.splitlines() if x.startswith(line)), "")
 
     assert "on 3 runs at once (slurm: 3 job(s) x 1 run(s), 4 torch thread(s) each)" in dry(
         "--cluster", "slurm", "--jobs", "3", "--cores", "4"
@@ -190,6 +190,13 @@ def test_the_dry_run_counts_the_runs_of_the_cluster_options(tmp_path: Path):
         "--cluster", "slurm", "--jobs", "2", "--gpus", "2", "--runs-per-gpu", "3"
     )
     assert "on 1 runs at once (this machine: 1 worker(s)" in dry("--workers", "1")
+    # the jobs' walltime, and whether it was given (the default ends jobs after 30 minutes)
+    walltime = "walltime per job:"
+    assert "0.50 h (not given" in dry("--cluster", "slurm", line=walltime)
+    assert "2.50 h (--walltime)" in dry(
+        "--cluster", "slurm", "--walltime", "2:30:00", line=walltime
+    )
+    assert dry("--workers", "1", line=walltime) == ""
 
 
 def test_missing_cores_are_said_in_fruits_words():

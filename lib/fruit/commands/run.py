@@ -283,6 +283,14 @@ def main(args: argparse.Namespace) -> int:
             f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
         capacity = dry_run_capacity(args)  # as --cluster/--jobs/--cores/--gpus would start
+        if capacity.walltime is not None:
+            given = (
+                "--walltime" if args.walltime else "not given: the Dask config's, else 30 minutes"
+            )
+            print(
+                f"walltime per job: {capacity.walltime / 3600:.2f} h ({given}); runs pause before "
+                "it and go on in a fresh job (docs/cluster.md)"
+            )
         print(
             describe(
                 profile,
