@@ -222,7 +222,8 @@ def sharing_lines(record: CardRecord, total: float, k: int | None) -> list[str]:
                 f"K = 1"
             ]
         lines = [
-            f"runs sharing a GPU, measured on {record.card}: aggregate {factors(record.sharing)}"
+            f"runs sharing a GPU, measured on {record.card} (x one run's throughput, the "
+            f"smallest over the architectures measured): aggregate {factors(record.sharing)}"
         ]
         if record.sharing_mps:
             lines.append(f"  with MPS (docs/cluster.md): {factors(record.sharing_mps)}")
