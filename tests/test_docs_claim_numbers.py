@@ -305,16 +305,11 @@ SEED_STATES = [
     ),
     (
         "docs/results.md",
-        r"`qf-nd-seeds`, (?P<done>\d+) of (?P<planned>\d+) done, (?P<hier>none|\d+) hierarchical: "
-        r"FA hier\. (?P<list>[\d., and]+?)\)",
+        r"`qf-nd-seeds`, (?P<done>\d+) of (?P<planned>\d+) done, (?P<hier>none|\d+) hierarchical;",
     ),
     (
         "docs/results.md",
         r"the seed study's (?:first \w+ )?runs are at (?P<list>[\d., and]+?)\)",
-    ),
-    (
-        "docs/campaign.md",
-        r"the seed study's (?:first \w+ )?finals at (?P<list>[\d., and]+?)\)",
     ),
     (
         "docs/campaign.md",
