@@ -110,7 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     where = parser.add_argument_group("where the runs execute (default: a LocalCluster)")
     where.add_argument(
-        "--workers", type=int, help="LocalCluster workers (default: cores / --threads, or GPUs)"
+        "--workers",
+        type=int,
+        help="LocalCluster workers (default: cores / --threads, or GPUs x runs per GPU)",
     )
     where.add_argument(
         "--threads",
@@ -135,7 +137,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="jobqueue: walltime per job, e.g. 24:00:00 (default: the Dask config's "
         "jobqueue.<kind>.walltime, else 30 minutes); runs pause before it",
     )
-    where.add_argument("--gpus", type=int, help="jobqueue: GPUs per job, one run each (default: 0)")
+    where.add_argument(
+        "--gpus",
+        type=int,
+        help="jobqueue: GPUs per job, each shared by --runs-per-gpu runs (default: 0)",
+    )
     where.add_argument(
         "--runs-per-gpu",
         type=int,
