@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import mpmath
 import pytest
 
+from fruit.errors import FruitError
 from fruit.reporting import pooling
 from fruit.reporting.claims import parse_check
 from fruit.reporting.pooling import build_pools, modes, run_label, run_level
@@ -143,6 +144,25 @@ def test_modes_split_at_the_natural_break_and_need_two_runs_a_side():
     assert found.threshold == pytest.approx(0.175)
     assert modes([0.168, 0.30, 0.31, 0.32, 0.33]) is None  # one outlier is not a mode
     assert modes([0.0, 0.01, 0.05, 0.09]) is None  # no gap of 0.1
+    # a gap of exactly 0.1 separates, whatever float rounding makes of the difference
+    assert modes([0.2, 0.2, 0.3, 0.3]).threshold == pytest.approx(0.25)  # 0.3 - 0.2 < 0.1
+    assert modes([0.0, 0.0, 0.1, 0.1]).threshold == pytest.approx(0.05)
+
+
+def test_hidden_folders_and_unreadable_other_profiles_do_not_stop_the_pools(planted):
+    """JupyterLab's .ipynb_checkpoints beside the profiles is no profile; a damaged record
+    in another profile is listed as left out, not an error (in the reported one it is)."""
+    (planted / ".ipynb_checkpoints").mkdir()
+    damaged = planted / "other" / QF / "Tf" / "final-0"
+    damaged.mkdir(parents=True)
+    (damaged / "metrics.json").write_text('{"status": "weird"}')
+    pools = build_pools(planted, "p", {(QF, "Tf+Nd"), (QF, "Tf")})
+    assert len(pools[(QF, "Tf")].runs) == 5
+    for pool in pools.values():
+        (why,) = [w for label, w in pool.left_out if label == "other/*"]
+        assert why.startswith("not read: ") and "status 'weird'" in why
+    with pytest.raises(FruitError, match="status 'weird'"):
+        build_pools(planted, "other", {(QF, "Tf")})
 
 
 def test_run_level_shares_tests_and_stability_by_hand(planted, monkeypatch):

@@ -53,6 +53,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from fruit.errors import FruitError
 from fruit.reporting.claims import (
     ALPHA,
     MIN_RUNS,
@@ -74,7 +75,9 @@ from fruit.reporting.stats import (
 )
 
 FINALS = PAPER_RUNS  # runs per cell of the protocol whose stability is measured
-MODE_GAP = 0.1  # accuracy points: a larger gap between sorted values separates two modes
+MODE_GAP = (
+    0.1  # accuracy points: a gap at least this wide between sorted values separates two modes
+)
 STABILITY_DRAWS = 1000
 STABILITY_SEED = 20240723
 # the data a run trained and was scored on: runs on other data are not candidates at all
@@ -160,20 +163,36 @@ def build_pools(
     it has no runs of gets an empty pool)."""
     root = runs_dir(results_dir, profile)
     found: dict[tuple[str, str], list[tuple[str, RunResult]]] = {p: [] for p in pairs}
+    unread: list[tuple[str, str]] = []  # other profiles whose records cannot be read
     for name in available_profiles(root):
-        for run in load_runs(root, name, phase=None):
+        try:
+            runs = load_runs(root, name, phase=None)
+        except FruitError as error:
+            if name == profile:
+                raise
+            unread.append((f"{name}/*", f"not read: {error}"))
+            continue
+        for run in runs:
             if (run.task, run.architecture) in found and run.phase in ("final", "search"):
                 found[(run.task, run.architecture)].append((name, run))
     return {
-        pair: _pool(pair, sorted(c, key=_preference(profile)), profile) for pair, c in found.items()
+        pair: _pool(pair, sorted(c, key=_preference(profile)), profile, unread)
+        for pair, c in found.items()
     }
 
 
-def _pool(pair: tuple[str, str], candidates: list[tuple[str, RunResult]], profile: str) -> Pool:
+def _pool(
+    pair: tuple[str, str],
+    candidates: list[tuple[str, RunResult]],
+    profile: str,
+    unread: list[tuple[str, str]] = (),
+) -> Pool:
+    """``unread``: (label, why) of other profiles that could not be read, listed as left
+    out (a damaged record elsewhere does not stop this profile's report)."""
     configs = {run.path: read_record(run.path / "config.json") or {} for _, run in candidates}
     own = [run for name, run in candidates if name == profile]
     if not own:
-        return Pool(*pair, (), ())
+        return Pool(*pair, (), tuple(unread))
     reference = configs[own[0].path]
     candidates = [
         (name, run)
@@ -183,7 +202,7 @@ def _pool(pair: tuple[str, str], candidates: list[tuple[str, RunResult]], profil
     kept: list[RunResult] = []
     starts: dict[tuple, RunResult] = {}
     logs: dict[Path, list[str]] = {}
-    left_out = []
+    left_out = list(unread)
     for _, run in candidates:
         config = configs[run.path]
         why = _why_not_converged(run, config) or _variant(config, reference)
@@ -229,7 +248,7 @@ def modes(values: list[float], gap: float = MODE_GAP) -> Modes | None:
         return None
     cut = min(splits, key=lambda i: within(ordered[:i]) + within(ordered[i:]))
     low, high = ordered[cut - 1], ordered[cut]
-    if high - low < gap:
+    if high - low < gap - 1e-9:  # at least the gap (1e-9: 0.3 - 0.2 is 0.0999... in floats)
         return None
     return Modes((low + high) / 2, low, high)
 

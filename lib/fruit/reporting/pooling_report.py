@@ -66,9 +66,11 @@ def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
         text = f"`{c.check.text}` over all {runs} pooled runs: {level.verdict}"
         if level.shares and level.test == "cells":
             a, b = level.shares
+            # "<=" (no difference claimed): only the opposite direction can decide it
+            p, side = (1, "against") if c.check.negated else (0, "claimed")
             text += (
                 f" (runs above {level.modes.threshold:.3f}: {a.above}/{a.runs} against "
-                f"{b.above}/{b.runs}, Fisher p {_p(level.p_shares[0])} claimed"
+                f"{b.above}/{b.runs}, Fisher p {_p(level.p_shares[p])} {side}"
             )
             text += "".join(
                 f"; {s.side.architecture}'s {_phase_split(s)}"

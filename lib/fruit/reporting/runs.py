@@ -188,7 +188,9 @@ def check_expected_runs(value, name: str = "expected_runs") -> int | None:
 def available_profiles(results_dir: str | Path) -> list[str]:
     results_dir = Path(results_dir)
     return (
-        sorted(p.name for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
+        sorted(p.name for p in results_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if results_dir.is_dir()
+        else []
     )
 
 
