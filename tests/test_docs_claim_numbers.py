@@ -489,6 +489,7 @@ def test_campaign_md_states_the_german_pairs_progress():
             r"(?P<epochs>[\d.]+) epochs)?",
         ),
         ("docs/results.md", r"to come \((?P<done>\d+) of 10 trials done"),
+        ("docs/results.md", r"is under way \((?P<done>\d+) of 10 search trials done\)"),
     ):
         for m in _matches(REPO / page, pattern):
             assert int(m["done"]) == done, (
@@ -499,3 +500,65 @@ def test_campaign_md_states_the_german_pairs_progress():
                 assert got == m["epochs"], (
                     f"{page}: trial {m['paused']} paused at {got}, not {m['epochs']}"
                 )
+
+
+C2_FIRST_WORD = "`question-formation/Tf partial.hierarchical > partial.linear`"
+C2_SENTENCES = [
+    (
+        "README.md",
+        r"PA hier\. (?P<c_a>[\d.]+) against linear (?P<c_b>[\d.]+), p = (?P<c_p>[\d.]+); "
+        r"(?P<p_a>[\d.]+) against (?P<p_b>[\d.]+), p = (?P<p_p>[\d.]+), in paper-search's pool\), "
+        r"a minority of runs \((?P<c_k>\d+) and (?P<p_k>\d+) of (?P<n>\d+)\)",
+    ),
+    (
+        "docs/results.md",
+        r"PA hier\. (?P<c_a>[\d.]+) against linear (?P<c_b>[\d.]+) over (?P<n>\d+) runs, "
+        r"p = (?P<c_p>[\d.]+); (?P<p_a>[\d.]+) against (?P<p_b>[\d.]+), p = (?P<p_p>[\d.]+), "
+        r"in paper-search's pool\)",
+    ),
+    (
+        "docs/results.md",
+        r"(?P<c_a>[\d.]+) against (?P<c_b>[\d.]+), p = (?P<c_p>[\d.]+) for the opposite direction; "
+        r"paper-search's pool (?P<p_a>[\d.]+) against (?P<p_b>[\d.]+), p = (?P<p_p>[\d.]+)\); the "
+        r"runs split at the first word, (?P<c_k>\d+) of (?P<n>\d+) \(paper-search's pool: "
+        r"(?P<p_k>\d+) of \d+\).*? undecided in (?P<c_U>[\d.]+)% of draws and contradicted in "
+        r"(?P<c_C>[\d.]+)% \(paper-search's pool: (?P<p_U>[\d.]+) and (?P<p_C>[\d.]+)%\)",
+    ),
+    (
+        "docs/results.md",
+        r"over all (?P<n>\d+) converged Tf runs the second half is contradicted \(PA hier\. "
+        r"(?P<c_a>[\d.]+) < PA linear (?P<c_b>[\d.]+), p = (?P<c_p>[\d.]+)\)",
+    ),
+]
+
+
+def _c2_first_word(profile: str) -> dict[str, str]:
+    """C2's second half over a profile's pool: means, runs, p against, runs above, stability."""
+    row = _run_level_row(profile, C2_FIRST_WORD)
+    assert row["Verdict over the pool"] == "contradicted", row
+    a, b = row["Over the pool"].split(" vs ")
+    stability = dict(re.findall(r"([RUC]) ([\d.]+)%", row["Stability of the 5-run verdict"]))
+    return {
+        "a": a,
+        "b": b,
+        "p": row["p opposite"],
+        "n": row["Runs"],
+        "k": re.match(r"Tf (\d+)/", row["Runs above (95% CI)"])[1],
+        "U": stability.get("U", "0.0"),
+        "C": stability.get("C", "0.0"),
+    }
+
+
+@pytest.mark.parametrize(
+    "page, pattern", C2_SENTENCES, ids=[f"{p}:{i}" for i, (p, _) in enumerate(C2_SENTENCES)]
+)
+def test_c2s_second_half_over_the_runs_is_the_tables(page, pattern):
+    """The pooled reading of C2's first-word comparison, as both claims tables give it."""
+    tables = {"c": _c2_first_word("claims"), "p": _c2_first_word("paper-search")}
+    assert tables["c"]["n"] == tables["p"]["n"]
+    for m in _matches(REPO / page, pattern):
+        for key, value in m.groupdict().items():
+            expected = tables["c"]["n"] if key == "n" else tables[key[0]][key[2:]]
+            assert value == expected, (
+                f"{page}: '{m[0][:100]}' says {key} {value}, the table {expected}"
+            )
