@@ -505,6 +505,13 @@ def test_campaign_md_states_the_german_pairs_progress():
 C2_FIRST_WORD = "`question-formation/Tf partial.hierarchical > partial.linear`"
 C2_SENTENCES = [
     (
+        "docs/campaign.md",
+        r"Over all (?P<n>\d+) converged Tf runs \(the claims finals and the paper-search trials\) "
+        r"that first-word comparison is contradicted \(PA hier\. (?P<c_a>[\d.]+) against linear "
+        r"(?P<c_b>[\d.]+), p = (?P<c_p>[\d.]+), in the claims pool\), with (?P<c_k>\d+) of the \d+ "
+        r"runs putting",
+    ),
+    (
         "README.md",
         r"PA hier\. (?P<c_a>[\d.]+) against linear (?P<c_b>[\d.]+), p = (?P<c_p>[\d.]+); "
         r"(?P<p_a>[\d.]+) against (?P<p_b>[\d.]+), p = (?P<p_p>[\d.]+), in paper-search's pool\), "
