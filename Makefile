@@ -26,6 +26,10 @@ BIN      = $(VENV)/bin
 LAB_PORT ?= 8888
 KERNEL_INSTALL ?= --sys-prefix
 
+# a recipe that fails leaves no target behind that would count as done (bin/fruit is the
+# venv's stamp: pip writes it before the kernels are registered)
+.DELETE_ON_ERROR:
+
 .PHONY: venv reproduce report test test-slow test-gpu test-all lint format bench clean-venv lab test-browser
 
 $(BIN)/fruit: pyproject.toml
@@ -81,7 +85,9 @@ bench: venv
 	$(BIN)/python benchmarks/models.py
 
 # JupyterLab and ipywidgets in the same environment, and a named kernel for it
-$(VENV)/.lab: $(BIN)/fruit pyproject.toml
+# order-only on the venv: pip rewrites bin/fruit on every install, which must not make the
+# stamps of the extras stale (they would reinstall each other for ever)
+$(VENV)/.lab: pyproject.toml | $(BIN)/fruit
 	$(BIN)/python -m pip install --quiet -e ".[dev,lab]"
 	touch $@
 
@@ -93,7 +99,7 @@ lab: $(VENV)/.lab
 		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
 		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-$(VENV)/.browser: $(VENV)/.lab
+$(VENV)/.browser: pyproject.toml | $(VENV)/.lab
 	$(BIN)/python -m pip install --quiet -e ".[dev,lab,browser]"
 	touch $@
 
@@ -102,6 +108,7 @@ $(VENV)/.browser: $(VENV)/.lab
 test-browser: $(VENV)/.browser
 	@if ! command -v chromedriver >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing chromium and chromium-driver (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null && \
 	  apt-get install -y -qq chromium chromium-driver >/dev/null || true; \
 	fi
 	FRUIT_BROWSER_REQUIRED=1 FRUIT_BROWSER_ARTIFACTS=build/browser $(BIN)/python -m pytest -q -m slow -s tests/test_browser.py

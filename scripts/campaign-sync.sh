@@ -7,7 +7,9 @@
 # - a finished run (metrics.json): config.json, log.csv and metrics.json; resume files
 #   committed while it was paused leave the index and the disk here;
 # - with --carry, an unfinished run with a checkpoint: config.json, log.csv and its
-#   resume files (checkpoint.pt, best.pt, paused.json; git ignores them, so `add -f`);
+#   resume files (checkpoint.pt, best.pt, paused.json; git ignores them, so `add -f`),
+#   and its warnings.log (what a resume elsewhere must not lose: the finished run's
+#   metrics.json repeats it, so it leaves with the resume files);
 #   only once the step has ended and its runs are paused, so that the files agree;
 # - the pair's selection.json and the profile's plan.json, when the clone has them.
 #
@@ -31,7 +33,7 @@ if git check-ignore -q "$to/final-0/config.json"; then
 fi
 [ "$(cd "$from" && pwd -P)" != "$(mkdir -p "$to" && cd "$to" && pwd -P)" ] ||
     { echo "campaign-sync: $clone is this checkout" >&2; exit 2; }
-resume=(checkpoint.pt best.pt paused.json)
+resume=(checkpoint.pt best.pt paused.json warnings.log)
 finished=0 carried=0
 for run in "$from"/*/; do
     name=$(basename "$run")

@@ -7,9 +7,11 @@
 #
 #   scripts/carry-rau.sh RAU_GIT_DIR     # a clone (or bare mirror) of github.com/bdusell/rau
 set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: scripts/carry-rau.sh RAU_GIT_DIR (a clone of github.com/bdusell/rau)" >&2; exit 2; }
+[ -d "$1" ] || { echo "carry-rau: no folder $1 (a clone of github.com/bdusell/rau)" >&2; exit 2; }
+src=$(cd "$1" && pwd -P)  # as the user gave it: relative to where they stand
 cd "$(dirname "$0")/.."
 commit=4ff0c04
-src=${1:?"usage: scripts/carry-rau.sh RAU_GIT_DIR (a clone of github.com/bdusell/rau)"}
 git -C "$src" cat-file -e "$commit^{commit}" 2>/dev/null ||
     { echo "carry-rau: $src has no commit $commit; fetch rau's full history first" >&2; exit 2; }
 rm -rf .rau && mkdir -p .rau/wheels

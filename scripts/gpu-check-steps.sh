@@ -27,7 +27,12 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export PYTHONUNBUFFERED=1 PYTHONPATH=lib
 stage() { echo "=== $(date -u +%T) $1"; }
+failures=0  # each stage goes on after a failure; the exit status says whether any failed
+trap 'failures=$((failures + 1))' ERR
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
+for s in $STAGES; do
+    case $s in tests | alone | fill | smoke) ;; *) echo "gpu-check-steps: unknown stage '$s' in STAGES; valid: tests alone fill smoke" >&2; exit 2 ;; esac
+done
 
 stage "machine"
 nvidia-smi -L
@@ -74,4 +79,5 @@ if wants smoke; then
     grep -h '"step"' /tmp/smoke/results/runs/smoke/*/*/*/config.json | sort | uniq -c
     cat /tmp/smoke/results/runs/smoke/*/*/*/warnings.log 2>/dev/null | head -5
 fi
-stage "done"
+stage "done: $failures command(s) failed"
+[ "$failures" -eq 0 ]

@@ -18,6 +18,8 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export PYTHONUNBUFFERED=1 PYTHONPATH=lib:.rau/site
 stage() { echo "=== $(date -u +%T) $1"; }
+failures=0  # each stage goes on after a failure; the exit status says whether any failed
+trap 'failures=$((failures + 1))' ERR
 
 stage "machine"
 nvidia-smi -L
@@ -63,4 +65,5 @@ timeout -k 5 90 python3 -m fruit run --profile smoke --results /tmp/smoke/result
     --data-dir /tmp/smoke/data --runs-per-gpu 3 --no-dashboard
 echo "fruit run exit $?"
 ls /tmp/smoke/results/tables/smoke 2>/dev/null
-stage "done"
+stage "done: $failures command(s) failed"
+[ "$failures" -eq 0 ]

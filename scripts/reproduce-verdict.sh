@@ -6,11 +6,18 @@
 # Byte for byte first; else equal in every number (only the list of code commits in the
 # captions differs: both sides compared with that list, and nothing else, blanked out);
 # else the fresh runs against the committed ones, statistically
-# (python -m fruit.reporting.reproduction). Run from the repository root.
+# (python -m fruit.reporting.reproduction). REPRO may be relative to where it is called.
 set -euo pipefail
-profile=${1:?usage: scripts/reproduce-verdict.sh PROFILE REPRO [PYTHON]}
-repro=${2:?usage: scripts/reproduce-verdict.sh PROFILE REPRO [PYTHON]}
-python=${3:-python3}
+usage="usage: scripts/reproduce-verdict.sh PROFILE REPRO [PYTHON]"
+[ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
+profile=$1 python=${3:-python3}
+if [ ! -d "$2" ]; then
+    echo "reproduce-verdict: $2 is not a folder: give the folder make reproduce trained into" >&2
+    exit 2
+fi
+repro=$(cd "$2" && pwd -P)
+case $python in */*) python=$(cd "$(dirname "$python")" && pwd -P)/$(basename "$python") ;; esac
+cd "$(dirname "$0")/.."  # the committed tables and records are the repository's
 committed=results/tables/$profile fresh=$repro/results/tables/$profile
 
 # The two folders equal once each caption's "; code <sha>[+dirty], <sha>..." is blanked
@@ -27,15 +34,20 @@ same_but_commits() {
         -e "s/; code $sha(, $sha)*/; code (commits)/g" \
         -e "s/ Rows marked † were computed after the run [^:]*: the run's code predates recording them\.//" \
         -e "s/^\| ((\*\*)?[a-z]+-[0-9]+(\*\*)?) † \|/| \1 |/" {} +
-    (cd "$scratch/a" && find . -type f; cd "$scratch/b" && find . -type f) | sort -u |
-        while read -r f; do
-            cmp -s "$scratch/a/$f" "$scratch/b/$f" || printf '%s\n' "${f#./}"
-        done | grep . && return 1
-    return 0
+    local files differing
+    files=$( (cd "$scratch/a" && find . -type f) && (cd "$scratch/b" && find . -type f) )
+    differing=$(printf '%s\n' "$files" | sort -u | while read -r f; do
+        cmp -s "$scratch/a/$f" "$scratch/b/$f" || printf '%s\n' "${f#./}"
+    done)
+    [ -z "$differing" ] || { printf '%s\n' "$differing"; return 1; }
 }
 if [ ! -d "$committed" ]; then
     echo "no committed tables of profile $profile ($committed): nothing to compare; the fresh tables are in $fresh"
     exit 0
+fi
+if [ ! -d "$fresh" ]; then
+    echo "reproduce-verdict: no fresh tables of profile $profile in $fresh: the reproduction did not finish" >&2
+    exit 2
 fi
 if diff -r -q "$committed" "$fresh" >/dev/null; then
     echo "reproduced: $fresh equals the committed $committed byte for byte"

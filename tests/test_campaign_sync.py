@@ -52,7 +52,8 @@ def checkout(tmp_path):
     write_run(clone / PAIR / "search-0", {"config.json": "c0", "log.csv": "l0 new", "metrics.json": "m0",
                                            "train.ipynb": "{}", "runner.log": "r"})  # fmt: skip
     write_run(clone / PAIR / "search-1", {"config.json": "c1", "log.csv": "l1", "checkpoint.pt": "ck1",
-                                           "best.pt": "b1", "paused.json": "p1"})  # fmt: skip
+                                           "best.pt": "b1", "paused.json": "p1",
+                                           "warnings.log": "resumed by commit x"})  # fmt: skip
     write_run(
         clone / PAIR / "search-2", {"config.json": "c2", "log.csv": "l2"}
     )  # no checkpoint yet
@@ -98,7 +99,15 @@ def test_carry_adds_paused_runs_resume_files_despite_gitignore(checkout):
     repo, clone = checkout
     assert sync(repo, clone, "--carry").returncode == 0
     got = staged(repo)
-    for name in ("config.json", "log.csv", "checkpoint.pt", "best.pt", "paused.json"):
+    # warnings.log too: the finished run's metrics.json takes its warnings from it
+    for name in (
+        "config.json",
+        "log.csv",
+        "checkpoint.pt",
+        "best.pt",
+        "paused.json",
+        "warnings.log",
+    ):
         assert got[f"{PAIR}/search-1/{name}"] == "A"
     assert not any("search-2" in path for path in got)  # nothing to resume from yet
 

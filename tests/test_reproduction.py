@@ -138,8 +138,29 @@ def _verdict(repro, profile: str = "quick") -> str:
 
 def test_a_profile_without_committed_tables_gets_a_line_saying_so(tmp_path):
     """`make reproduce PROFILE=paper`: nothing committed to compare with, said in one line."""
+    (tmp_path / "repro").mkdir()
     said = _verdict(tmp_path / "repro", profile="paper")
     assert said.startswith("no committed tables of profile paper"), said
+
+
+def test_a_reproduction_without_fresh_tables_is_no_verdict(tmp_path):
+    """A reproduction that left no tables (or no folder) is an error, never "reproduced"."""
+    import subprocess
+    from pathlib import Path
+
+    def verdict(repro, cwd):
+        script = Path(__file__).resolve().parents[1] / "scripts" / "reproduce-verdict.sh"
+        return subprocess.run(
+            ["bash", str(script), "quick", str(repro), "false"],
+            cwd=cwd, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    missing = verdict(tmp_path / "nothing", tmp_path)
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr, missing
+    (tmp_path / "repro").mkdir()
+    empty = verdict("repro", tmp_path)  # relative to the caller, not to the repository
+    assert empty.returncode == 2 and "no fresh tables of profile quick" in empty.stderr, empty
+    assert "reproduced" not in empty.stdout
 
 
 def test_the_verdict_blanks_only_the_commits_in_the_captions(tmp_path):
