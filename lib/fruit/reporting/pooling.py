@@ -75,9 +75,8 @@ from fruit.reporting.stats import (
 )
 
 FINALS = PAPER_RUNS  # runs per cell of the protocol whose stability is measured
-MODE_GAP = (
-    0.1  # accuracy points: a gap at least this wide between sorted values separates two modes
-)
+# accuracy points: a gap at least this wide between sorted values separates two modes
+MODE_GAP = 0.1
 STABILITY_DRAWS = 1000
 STABILITY_SEED = 20240723
 # the data a run trained and was scored on: runs on other data are not candidates at all
@@ -185,7 +184,7 @@ def _pool(
     pair: tuple[str, str],
     candidates: list[tuple[str, RunResult]],
     profile: str,
-    unread: list[tuple[str, str]] = (),
+    unread: list[tuple[str, str]] | tuple = (),
 ) -> Pool:
     """``unread``: (label, why) of other profiles that could not be read, listed as left
     out (a damaged record elsewhere does not stop this profile's report)."""
