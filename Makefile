@@ -73,12 +73,12 @@ test-all: venv
 
 lint: venv
 	$(BIN)/ruff check lib tests benchmarks notebooks
-	$(BIN)/ruff format --check lib tests benchmarks
+	$(BIN)/ruff format --check lib tests benchmarks notebooks
 	$(BIN)/lint-imports
 
 format: venv
-	$(BIN)/ruff format lib tests benchmarks
-	$(BIN)/ruff check --fix lib tests benchmarks
+	$(BIN)/ruff format lib tests benchmarks notebooks
+	$(BIN)/ruff check --fix lib tests benchmarks notebooks
 
 bench: venv
 	$(BIN)/python benchmarks/stacks.py
