@@ -9,7 +9,6 @@ same before and after (paths, sizes, modification times). The commands run in-pr
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -315,21 +314,12 @@ CORPUS = [
 ]  # fmt: skip
 
 
-def _run_checks_wired() -> bool:
-    from fruit.commands import run as run_command
-
-    return "check_run_options" in inspect.getsource(run_command)
-
-
-WIRED = pytest.mark.skipif(
-    not _run_checks_wired(), reason="fruit run does not call check_run_options yet"
-)
 CORPUS += [
-    pytest.param("run-device-unknown", run("--device", "tpu"), "unknown device 'tpu'", marks=WIRED),
-    pytest.param("run-device-cuda", run("--device", "cuda"), "CUDA is not available on this machine", marks=[WIRED, pytest.mark.skipif(CUDA, reason="this machine has CUDA")]),
-    pytest.param("run-workers-thousands", run("--workers", 100_000), "--workers must be an integer from 1 to", marks=WIRED),
-    pytest.param("run-results-is-a-file", lambda m, t: [*run()(m, t), "--results", str(a_file(t))], "is not a folder", marks=WIRED),
-    ("run-dry-run-results-is-a-file", lambda m, t: [*run()(m, t), "--results", str(a_file(t)), "--dry-run"], "--results '"),
+    ("run-device-unknown", run("--device", "tpu"), "unknown device 'tpu'"),
+    pytest.param("run-device-cuda", run("--device", "cuda"), "CUDA is not available on this machine", marks=pytest.mark.skipif(CUDA, reason="this machine has CUDA")),
+    ("run-workers-thousands", run("--workers", 100_000), "--workers must be an integer from 1 to"),
+    ("run-results-is-a-file", lambda m, t: [*run()(m, t), "--results", str(a_file(t))], "is not a folder"),
+    ("run-dry-run-results-is-a-file", lambda m, t: [*run()(m, t), "--results", str(a_file(t)), "--dry-run"], "' is not a folder"),
 ]  # fmt: skip
 
 
@@ -370,7 +360,7 @@ CORPUS += [
     ("run-device-cpu-index", run("--device", "cpu:7"), "device 'cpu:7': the CPU has no numbered devices"),
     ("train-data-dir-is-a-file", train(data=lambda m, t: a_file(t)), "a-file is a file, not a folder; give the folder that holds question-formation/train.tsv"),
     ("train-generate-data-dir-is-a-file", lambda m, t: [*train(data=lambda m, t: a_file(t))(m, t), "--generate-data"], "a-file is a file, not a folder"),
-    ("run-data-dir-is-a-file", lambda m, t: [*run()(m, t), "--data-dir", str(a_file(t))], "--data-dir"),
+    ("run-data-dir-is-a-file", lambda m, t: [*run()(m, t), "--data-dir", str(a_file(t))], "is a file, not a folder"),
     ("run-time-limit-1s", run("--time-limit", "1s"), "--time-limit '1s' is too short"),
     # under a minute, no final run could start once the searches are recorded: refused
     ("run-time-limit-45s", run("--time-limit", "45s"), "--time-limit '45s' is too short for a run to start under it"),

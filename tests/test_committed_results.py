@@ -63,6 +63,10 @@ def test_committed_tables_match_the_committed_records(profile, tracked_runs, tmp
     reporting.report(tracked_runs, profile, tables_dir=tmp_path, figures=False, paper=False)
     made = {p.name: p.read_bytes() for p in (tmp_path / profile).iterdir()}
     assert made, "fruit report wrote nothing"
+    stale = sorted({p.name for p in committed.iterdir() if p.is_file()} - set(made))
+    assert not stale, (
+        f"results/tables/{profile}/ holds {stale}, which fruit report no longer writes"
+    )
     for name, data in made.items():
         assert (committed / name).is_file(), f"results/tables/{profile}/{name} is not committed"
         assert (committed / name).read_bytes() == data, (

@@ -37,8 +37,7 @@ def _metrics(results: Path, profile: str = "smoke") -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def local_smoke(tmp_path_factory):
     """The smoke profile on a 2-worker LocalCluster, tables and figures included."""
-    if not NOTEBOOK.is_file():
-        pytest.skip("notebooks/train.ipynb is not there yet")
+    assert NOTEBOOK.is_file(), f"{NOTEBOOK} is missing: every sweep executes it"
     home = tmp_path_factory.mktemp("smoke")
     start = time.monotonic()
     first = fruit_run(
@@ -234,8 +233,7 @@ def test_killed_worker_resumes_the_real_run_from_its_checkpoint(tmp_path: Path):
     import nbformat
     import psutil
 
-    if not NOTEBOOK.is_file():
-        pytest.skip("notebooks/train.ipynb is not there yet")
+    assert NOTEBOOK.is_file(), f"{NOTEBOOK} is missing: every sweep executes it"
     (tmp_path / "longer.toml").write_text(LONGER)
     common = ["--profile", str(tmp_path / "longer.toml"), "--device", "cpu", "--notebook", str(NOTEBOOK),
               "--data-dir", str(tmp_path / "data"), "--skip-reports"]  # fmt: skip

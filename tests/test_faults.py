@@ -410,8 +410,7 @@ def records(home: Path) -> dict[str, object]:
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_a_sweep_killed_in_each_phase_ends_with_the_uninterrupted_records(tmp_path):
-    if not NOTEBOOK.is_file():
-        pytest.skip("notebooks/train.ipynb is not there")
+    assert NOTEBOOK.is_file(), f"{NOTEBOOK} is missing: every sweep executes it"
     token = uuid.uuid4().hex
     calm, killed = tmp_path / "calm", tmp_path / "killed"
     calm.mkdir()

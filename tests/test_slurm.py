@@ -150,8 +150,7 @@ def slurm(tmp_path: Path):
     why = _slurm_answers()
     if why:
         pytest.skip(why)
-    if not NOTEBOOK.is_file():
-        pytest.skip("notebooks/train.ipynb is not there yet")
+    assert NOTEBOOK.is_file(), f"{NOTEBOOK} is missing: every sweep executes it"
     name = f"fruit-test-{uuid.uuid4().hex[:8]}"
     logs = tmp_path / "job-logs"
     config = tmp_path / "dask.yaml"  # a file: read alone, and nothing is written beside it
