@@ -139,6 +139,23 @@ def test_verdicts_follow_planted_runs(tmp_path):
     assert verdicts["C2"] == "contradicted" and verdicts["C1"] == "undecided"
 
 
+@pytest.mark.parametrize("way", ["claimed", "opposite"])
+def test_a_two_cell_check_goes_the_way_of_the_runs(tmp_path, way):
+    """C4's Tf+Nd-above-Tf check on runs that separate completely: every one of the
+    C(10, 5) = 252 splits is as extreme as the observed one only once, so the exact
+    permutation test gives 1/252 in the direction the runs go and 1 in the other."""
+    low, high = [0.0, 0.01, 0.02, 0.03, 0.04], [0.3, 0.4, 0.5, 0.6, 0.7]
+    nd, tf = (high, low) if way == "claimed" else (low, high)
+    _five_runs(tmp_path, QF, "Tf+Nd", {("full", "hierarchical"): nd})
+    _five_runs(tmp_path, QF, "Tf", {("full", "hierarchical"): tf})
+    c4 = next(c for c in load_claims() if c.id == "C4")
+    assert c4.checks[1].text == f"{QF}/Tf+Nd full.hierarchical > {QF}/Tf full.hierarchical"
+    check = evaluate_check(c4.checks[1], load_runs(tmp_path, "claims"))
+    extreme, other = (check.p_claimed, check.p_opposite)[:: 1 if way == "claimed" else -1]
+    assert extreme == pytest.approx(1 / 252) and other == pytest.approx(1.0)
+    assert check.verdict == ("reproduced" if way == "claimed" else "contradicted")
+
+
 def test_a_profile_training_some_pairs_checks_only_their_comparisons(tmp_path):
     """A profile of question formation Tf alone: C2 whole and C1's Tf comparison are
     checked; C1 is not reproduced by half its comparisons, and no claim of other pairs is
@@ -184,7 +201,9 @@ def test_report_writes_the_claims_table(tmp_path):
         paper=False,
     )
     text = (tmp_path / "tables" / "claims" / "claims.md").read_text()
-    assert "**C4**" in text and "| **reproduced** |" in text  # Tf+Nd vs Tf at the paper's means
+    # C4's own row, Tf+Nd vs Tf at the paper's means (another claim's row must not do)
+    (c4_row,) = [line for line in text.splitlines() if line.startswith("| **C4** ")]
+    assert c4_row.split(" | ")[1] == "**reproduced**", c4_row
     assert "reduced-scale profile: claims" in text
     table = (tmp_path / "tables" / "claims" / "question-formation.md").read_text()
     assert (
