@@ -258,6 +258,19 @@ def test_pushed_activation_switch(kind):
     paper = scramble(small_model(arch, pushed_activation="sigmoid"), std=0.6).layers[2].attention
     r_rau, r_paper = capture_readings(rau, ell), capture_readings(paper, ell)
     assert r_paper.min() >= 0 and r_paper.max() <= 1  # averages of vectors in (0, 1)
+    # exactly the paper's v_t = σ(W_v ℓ_t) (log σ for Nd) pushed, not just something in range
+    with torch.no_grad():
+        logits, pushed = paper.actions(ell), paper.pushed(ell)
+        if kind == "Sup":  # the written-out superposition stack (§5.1) as the oracle
+            probs = torch.softmax(logits, -1)
+            expected = torch.stack(
+                [superposition_oracle(probs[b], torch.sigmoid(pushed[b])) for b in range(2)]
+            )
+        else:  # the dVPDA (tested against brute force elsewhere) fed log σ(W_v ℓ)
+            expected = paper.stack_kind.readings(
+                logits, F.logsigmoid(pushed), paper._bottom(), paper.options
+            )
+    assert torch.allclose(r_paper, expected, atol=1e-5)
     if kind == "Sup":
         assert r_rau.min() < 0
     else:
