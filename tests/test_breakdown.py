@@ -155,3 +155,35 @@ def test_outputs_by_subject_counts_every_source_once(datasets_dir):
         assert row["n"] == groups.count(row["subject"])
         assert sum(row[k] for k in OUTPUT_KINDS) == pytest.approx(1.0)
     assert format_rows(rows).splitlines()[0] == "| subject | n | " + " | ".join(OUTPUT_KINDS) + " |"
+
+
+def test_outputs_by_subject_gives_the_shares_of_the_outputs_kinds(datasets_dir, monkeypatch):
+    """Scripted greedy outputs (the decoder is not what is tested here): the hierarchical
+    question for object relative clauses, the linear one for the other subjects, and an
+    early stop for every fifth source; the shares are then known by counting."""
+    import fruit.breakdown as breakdown
+
+    gen = read_tsv(datasets_dir / "question-formation" / "gen.tsv")[:60]
+    linear = dict((tuple(s), t) for s, t in linear_examples(QF, gen))
+    sources = [s for s, _ in gen]
+    groups = subject_groups(QF, sources)
+    vocab = Vocabulary.from_examples(gen + linear_examples(QF, gen))
+    planned = {}
+    for i, ((source, target), group) in enumerate(zip(gen, groups)):
+        output = target if group == "ORC" else linear[tuple(source)]
+        planned[tuple(vocab.encode(list(source)))] = [*output[:2], "?"] if i % 5 == 0 else output
+
+    def scripted(model, prompts, **options):
+        assert options["greedy"] and options["num_samples"] == 1
+        return [[vocab.encode(planned[tuple(p)])] for p in prompts]
+
+    monkeypatch.setattr(breakdown, "sample_continuations", scripted)
+    rows = {r["subject"]: r for r in outputs_by_subject(None, QF, vocab, sources)}
+    assert set(rows) == set(groups) and {"ORC", "SRC-trans", "SRC-intrans"} <= set(rows)
+    for group, row in rows.items():
+        members = [i for i, g in enumerate(groups) if g == group]
+        early = sum(i % 5 == 0 for i in members)
+        rule = "hierarchical" if group == "ORC" else "linear"
+        assert row["n"] == len(members)
+        assert row["stopped early"] == pytest.approx(early / len(members))
+        assert row[rule] == pytest.approx(1 - early / len(members)), (group, row)
