@@ -221,7 +221,10 @@ def test_sampled_exact_match_estimates_full_accuracy():
         assert m["full"][name] == pytest.approx(mean, abs=1e-6)
 
 
-def test_sampling_is_seeded_and_batch_budget_independent_of_results_shape():
+def test_sampling_is_seeded_and_its_shape_does_not_depend_on_the_batch_budget():
+    """The same seed gives the same samples, another seed others; any prompt budget gives
+    one list of NUM_SAMPLES outputs per prompt, in the prompts' order (the samples
+    themselves depend on the batching, which a run's config fixes)."""
     model = OracleModel()
     prompts = [x for x, _ in random_examples(50, seed=11)]
     a = evaluation.sample_continuations(model, prompts, eos_id=EOS, seed=123)
@@ -229,6 +232,16 @@ def test_sampling_is_seeded_and_batch_budget_independent_of_results_shape():
     c = evaluation.sample_continuations(model, prompts, eos_id=EOS, seed=124)
     assert a == b
     assert a != c
+    small = evaluation.sample_continuations(model, prompts, eos_id=EOS, seed=123, prompt_tokens=8)
+    for out in (a, small):
+        assert len(out) == len(prompts) and all(len(per) == evaluation.NUM_SAMPLES for per in out)
+    greedy = [
+        evaluation.sample_continuations(
+            model, prompts, eos_id=EOS, num_samples=1, greedy=True, prompt_tokens=budget
+        )
+        for budget in (8, evaluation.SAMPLE_PROMPT_TOKENS)
+    ]
+    assert greedy[0] == greedy[1]  # no randomness: the batching changes nothing
 
 
 def test_first_samples_follow_first_word_distribution():

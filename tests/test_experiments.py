@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -167,6 +168,15 @@ def test_plan_records_every_seed_and_draw():
     assert len(recorded["search"]) == len(p.tasks) * len(p.architectures) * p.search_trials
     first = recorded["search"][0]
     assert {"seed", "draw_seed", "learning_rate", "batch_tokens"} <= set(first)
+    # every run its own seed, every draw inside the profile's ranges, every pair its finals
+    finals = recorded["final_seeds"]
+    assert set(finals) == {f"{t}/{a}" for t, a in p.pairs}
+    assert all(len(seeds) == p.final_runs for seeds in finals.values())
+    seeds = [r["seed"] for r in recorded["search"]] + [s for v in finals.values() for s in v]
+    assert len(set(seeds)) == len(seeds)
+    (lo_lr, hi_lr), (lo_b, hi_b) = p.learning_rate_range, p.batch_tokens_range
+    for r in recorded["search"]:
+        assert lo_lr <= r["learning_rate"] <= hi_lr and lo_b <= r["batch_tokens"] <= hi_b, r
 
 
 def test_select_best_against_brute_force():
@@ -263,7 +273,6 @@ EXPERIMENTS = {  # profile -> whether it trains on the claims training set
 
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
 def test_experiment_profiles_pair_with_the_claims_finals(name):
-    import json
 
     claims, p = load_profile("claims"), load_profile(name)
     (arch,) = p.architectures
@@ -340,7 +349,6 @@ def test_progress_rate_is_todays(tmp_path):
     """A sweep expects the rate of the runs it finished itself, else the fastest record:
     records made by older code or on a busier machine are slower (the claims search
     trials of Tf+Nd took 7-18 min per epoch, its first final run 2.3)."""
-    import json
 
     from fruit.experiments.execution.progress import Progress
     from fruit.profiles import run_folder
@@ -375,7 +383,6 @@ def test_progress_rate_is_the_pairs_before_the_architectures(tmp_path):
     """An epoch's length differs between tasks (tense reinflection's strings are shorter
     than German questions'), so a run expects its own pair's rate where one is known,
     recorded or measured by this call, and only then the architecture's fastest."""
-    import json
 
     from fruit.experiments.execution.progress import Progress
     from fruit.profiles import run_folder
@@ -529,7 +536,6 @@ def test_search_trials_that_early_stopping_ends_tell_how_long_runs_take(tmp_path
     final run is recorded, the pair's recorded trials give the length (diverged ones say
     nothing), and stand in for the architecture on another task; a recorded final run of
     the pair then takes over."""
-    import json
 
     from fruit.experiments.planning.cost import pair_costs
     from fruit.profiles import run_folder
@@ -560,7 +566,6 @@ def test_search_trials_that_early_stopping_ends_tell_how_long_runs_take(tmp_path
 def test_compute_estimate_learns_from_the_run_records(tmp_path):
     """With a results folder, final runs are counted at their recorded length and only
     what is unfinished is left (less the epochs a paused run has logged)."""
-    import json
 
     from fruit.experiments.planning.cost import (
         FINAL_EPOCHS,
@@ -636,7 +641,6 @@ def test_compute_estimate_learns_from_the_run_records(tmp_path):
 def test_a_paused_run_is_described_by_its_epochs_and_resume_files(tmp_path: Path):
     """The line a time-limited sweep prints for each run it leaves paused: what a user
     must carry to another machine for the run to go on rather than start again."""
-    import json
 
     from fruit.experiments.planning.run_state import describe_paused
     from fruit.profiles import run_folder
@@ -662,7 +666,6 @@ def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Pat
     by papermill and silently ignored (e.g. the sweep's quieter progress bar)."""
     import ast
     import dataclasses
-    import json
 
     from fruit import training
     from fruit.experiments.planning.plan import SWEEP_PROGRESS_SECONDS
@@ -688,7 +691,6 @@ def test_every_parameter_a_sweep_passes_reaches_the_train_notebook(tmp_path: Pat
 def test_progress_estimate_starts_from_the_run_records(tmp_path):
     """A sweep resumed over recorded runs estimates at once, from their seconds per
     epoch and their final runs' length, instead of showing "remaining ~?"."""
-    import json
 
     from fruit.experiments.execution.progress import Progress
     from fruit.profiles import run_folder
@@ -725,7 +727,6 @@ def test_a_run_stops_training_its_pairs_evaluation_before_the_deadline(tmp_path)
     else that evaluation's recorded seconds x EVALUATION_MARGIN + EVALUATION_EXTRA (the
     claims campaign's Tf runs evaluated tense reinflection in 88-113 s, German question
     formation in 7 s, and waited 10 minutes each at every step's end)."""
-    import json
     from types import SimpleNamespace
 
     from fruit.experiments.execution.deadlines import EVALUATION_EXTRA, EVALUATION_MARGIN, Deadlines
