@@ -122,7 +122,7 @@ def test_the_pool_keeps_independent_converged_runs_of_the_protocol(planted):
         "q/search-0",
     }  # not q/final-3
     assert why["p/search-2"].startswith("not trained to early stopping")
-    assert why["q/final-0"] == "shares its start (seeds) with p/final-0"
+    assert why["q/final-0"] == "shares its start (seeds) with p/final-0 (one run per start)"
     assert why["q/final-1"] == "variant: early_stop_patience 10 (pool: 3)"
     assert why["q/final-2"] == "unfinished"
     assert "p/search-0" in why["q/search-0"] and "continuation" in why["q/search-0"]
@@ -135,7 +135,10 @@ def test_the_reported_profile_wins_a_shared_start(planted):
     # q's own protocol: its final-0 is kept and p/final-0, with the same start, left out;
     # q/final-1 (patience 10) differs from q/final-0 (the reference) and is a variant
     assert labels[0] == "q/final-0" and "p/final-0" not in labels
-    assert dict(nd.left_out)["p/final-0"] == "shares its start (seeds) with q/final-0"
+    assert (
+        dict(nd.left_out)["p/final-0"]
+        == "shares its start (seeds) with q/final-0 (one run per start)"
+    )
 
 
 def test_modes_split_at_the_natural_break_and_need_two_runs_a_side():

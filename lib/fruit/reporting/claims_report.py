@@ -293,8 +293,8 @@ def markdown_claims(
         "comparison; above it the printed numbers cannot show that they do (the runs "
         "themselves might).",
         "",
-        "| Claim | Verdict | Comparison | Paper | Paper p | Ours | Runs | p claimed "
-        "| p opposite | | Compatible with the paper's runs (p) |"
+        "| Claim | Claim's verdict | Comparison | Paper | Paper p | Ours | Runs | p claimed "
+        "| p opposite | Comparison's verdict | Compatible with the paper's runs (p) |"
         + (" Stability: this test on 5 runs drawn from the pool |" if levels else ""),
         "|:---|:---|:---|---:|---:|---:|---:|---:|---:|:---|:---|" + (":---|" if levels else ""),
     ]

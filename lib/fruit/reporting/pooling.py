@@ -207,7 +207,7 @@ def _pool(
         why = _why_not_converged(run, config) or _variant(config, reference)
         start = tuple(config.get(k) for k in START)
         if why is None and start in starts:
-            why = f"shares its start (seeds) with {run_label(starts[start])}"
+            why = f"shares its start (seeds) with {run_label(starts[start])} (one run per start)"
         if why is None:
             lines = logs.setdefault(run.path, _log_lines(run))
             earlier = next((k for k in kept if _continues(lines, logs[k.path])), None)

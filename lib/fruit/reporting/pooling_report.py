@@ -67,9 +67,11 @@ def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
         if level.shares and level.test == "cells":
             a, b = level.shares
             # "<=" (no difference claimed): only the opposite direction can decide it
-            p, side = (1, "against") if c.check.negated else (0, "claimed")
+            p, side = (
+                (1, "against the claim") if c.check.negated else (0, "in the claim's direction")
+            )
             text += (
-                f" (runs above {level.modes.threshold:.3f}: {a.above}/{a.runs} against "
+                f" (runs above {level.modes.threshold:.3f}: {a.above}/{a.runs} vs "
                 f"{b.above}/{b.runs}, Fisher p {_p(level.p_shares[p])} {side}"
             )
             text += "".join(
