@@ -173,6 +173,10 @@ COUNTS = [
     ),
     (
         "docs/results.md",
+        r"C4's ordering in the counts \(Fisher p = (?P<p>[\d.]+)",
+    ),
+    (
+        "docs/results.md",
         r"generalization set in (?P<nd_k>\d+) of (?P<nd_n>\d+), Tf in (?P<tf_k>none|\d+) of "
         r"(?P<tf_n>\d+) \(Fisher p = (?P<p>[\d.]+)\)",
     ),
