@@ -123,17 +123,22 @@ def test_make_reproduce_on_the_committed_runs_says_byte_identical(tmp_path):
     )
 
 
-def _verdict(repro, profile: str = "quick") -> str:
-    """What scripts/reproduce-verdict.sh prints for a profile's tables under REPRO (no
-    statistical fallback: its python is `false`)."""
+def _run_verdict(repro, profile: str = "quick", cwd=None):
+    """scripts/reproduce-verdict.sh on a profile's tables under REPRO, called from CWD
+    (default: the repository), with no statistical fallback (its python is `false`)."""
     import subprocess
     from pathlib import Path
 
-    done = subprocess.run(
-        ["bash", "scripts/reproduce-verdict.sh", profile, str(repro), "false"],
-        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=60,
+    script = Path(__file__).resolve().parents[1] / "scripts" / "reproduce-verdict.sh"
+    return subprocess.run(
+        ["bash", str(script), profile, str(repro), "false"],
+        cwd=cwd or script.parents[1], capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    return done.stdout
+
+
+def _verdict(repro, profile: str = "quick") -> str:
+    """What the verdict script prints for a profile's tables under REPRO."""
+    return _run_verdict(repro, profile).stdout
 
 
 def test_a_profile_without_committed_tables_gets_a_line_saying_so(tmp_path):
@@ -145,20 +150,10 @@ def test_a_profile_without_committed_tables_gets_a_line_saying_so(tmp_path):
 
 def test_a_reproduction_without_fresh_tables_is_no_verdict(tmp_path):
     """A reproduction that left no tables (or no folder) is an error, never "reproduced"."""
-    import subprocess
-    from pathlib import Path
-
-    def verdict(repro, cwd):
-        script = Path(__file__).resolve().parents[1] / "scripts" / "reproduce-verdict.sh"
-        return subprocess.run(
-            ["bash", str(script), "quick", str(repro), "false"],
-            cwd=cwd, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-
-    missing = verdict(tmp_path / "nothing", tmp_path)
+    missing = _run_verdict(tmp_path / "nothing", cwd=tmp_path)
     assert missing.returncode == 2 and "is not a folder" in missing.stderr, missing
     (tmp_path / "repro").mkdir()
-    empty = verdict("repro", tmp_path)  # relative to the caller, not to the repository
+    empty = _run_verdict("repro", cwd=tmp_path)  # relative to the caller, not the repository
     assert empty.returncode == 2 and "no fresh tables of profile quick" in empty.stderr, empty
     assert "reproduced" not in empty.stdout
 
