@@ -50,6 +50,7 @@ import dataclasses
 import itertools
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,7 +185,7 @@ def _pool(
     pair: tuple[str, str],
     candidates: list[tuple[str, RunResult]],
     profile: str,
-    unread: list[tuple[str, str]] | tuple = (),
+    unread: Sequence[tuple[str, str]] = (),
 ) -> Pool:
     """``unread``: (label, why) of other profiles that could not be read, listed as left
     out (a damaged record elsewhere does not stop this profile's report)."""
