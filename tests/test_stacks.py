@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -66,6 +67,45 @@ def test_superposition_matches_bruteforce(n, m, seed):
     for t in range(n):
         state = state.step(probs[:, t], pushed[:, t])
         assert (state.reading() - got[:, t]).abs().max() < 1e-12
+
+
+def _papers_eq5(probs, pushed, t):
+    """App. B.1's Eq. (5) as printed: over the runs that start with a push at some step,
+    end at step t and never pop the empty stack (which holds one zero vector), the
+    weighted mean of the top vector. probs (n, 3) as (push, pop, no-op); pushed (n, m)."""
+    pushed = np.asarray(pushed, dtype=float)
+    num, den = np.zeros(pushed.shape[1]), 0.0
+    for start in range(t):
+        for run in itertools.product(range(3), repeat=t - start):
+            if run[0] != 0:
+                continue
+            stack, weight, valid = [np.zeros(pushed.shape[1])], 1.0, True
+            for step, action in enumerate(run, start):
+                weight *= probs[step][action]
+                if action == 0:
+                    stack.append(pushed[step])
+                elif action == 1:
+                    if len(stack) == 1:
+                        valid = False
+                        break
+                    stack.pop()
+            if valid:
+                num, den = num + weight * stack[-1], den + weight
+    return num / den
+
+
+def test_the_papers_eq5_as_printed_is_not_the_recurrence_we_follow():
+    # docs/paper.md §5.3 gives these numbers: Eq. (5) reads v_1 at t = 1, the recurrence
+    # (Sec. 3.1, the authors' code, our stacks) push * v_1; they differ at t = 2 too.
+    probs = [(0.5, 0.3, 0.2), (0.6, 0.1, 0.3)]
+    pushed = [(1.0, 2.0), (3.0, 5.0)]
+    eq5 = np.array([_papers_eq5(probs, pushed, t) for t in (1, 2)])
+    assert np.allclose(eq5, [(1.0, 2.0), (57 / 22, 48 / 11)])  # 2.59, 4.36
+    ours = superposition_readings(
+        torch.tensor([probs], dtype=F64), torch.tensor([pushed], dtype=F64)
+    )
+    assert torch.allclose(ours[0], torch.tensor([(0.5, 1.0), (1.95, 3.3)], dtype=F64))
+    assert np.allclose(superposition_bruteforce(probs, pushed), ours[0].numpy())
 
 
 def test_superposition_gradcheck():

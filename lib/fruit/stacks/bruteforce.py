@@ -2,10 +2,13 @@
 
 Written from the definitions, not from the dynamic programs:
 
-* Superposition stack (docs/paper.md §5.1): the reading is the expectation, over all
-  3^t action sequences weighted by the product of their action probabilities, of the
-  top vector of a stack that starts as an infinite column of zero vectors (popping
-  it leaves it full of zeros).
+* Superposition stack (docs/paper.md §5.1, the paper's Sec. 3.1): the reading is the
+  expectation, over all 3^t action sequences weighted by the product of their action
+  probabilities, of the top vector of a stack that starts as an infinite column of
+  zero vectors (popping it leaves it full of zeros). This is what the recurrence (and
+  the authors' code) computes; the paper's closed form, Eq. (5), normalises over the
+  runs that start with a push and never pop the empty stack, which gives other values
+  (docs/paper.md §5.3).
 * dVPDA (paper appendix B, docs/paper.md §6): a run is a sequence of transitions from
   (q0, [bottom]) that never pops the bottom element; its weight is the product of
   its transition weights; reading[r, y] = (sum of weight x top vector over runs
