@@ -13,7 +13,7 @@ import re
 import signal
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -445,6 +445,28 @@ def test_a_config_is_resolved_once_into_a_frozen_value_that_runs_take(tmp_path):
     assert "resolved" not in settings_record(c)
     with pytest.raises(TypeError, match="resolved RunConfig"):
         training.Run(given, tmp_path / "run", data=None)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"dropout": 2}, "model option dropout must be in"),
+        ({"nd_size": 0}, "model option nd_size must be a positive integer"),
+        ({"stack_size": 3}, "model option 'stack_size'"),
+    ],
+)
+def test_model_options_are_checked_when_the_config_is_resolved(options, message, tmp_path):
+    """Bad model options stop resolve_config, before any data is read or generated; the
+    config keeps the overrides as given (config.json records those)."""
+    given = training.RunConfig(
+        "question-formation", "Tf+Nd", profile="smoke", data_dir=str(tmp_path / "data"),
+        model_options=options,
+    )  # fmt: skip
+    with pytest.raises(FruitError, match=message):
+        training.resolve_config(given)
+    assert not (tmp_path / "data").exists()
+    good = training.resolve_config(replace(given, model_options={"nd_size": 5}))
+    assert good.model_options == {"nd_size": 5}
 
 
 def test_data_errors_name_the_problem(tmp_path, data_dir):

@@ -1,5 +1,9 @@
 """``build_model``: an architecture (``fruit.models.architectures``) built and initialised
-(docs/paper.md §2, §9)."""
+(docs/paper.md §2, §9).
+
+The registries it builds from live beside it: architecture names and their descriptions
+in ``fruit.names.ARCHITECTURES``, stack kinds in ``fruit.models.stack_kinds.STACK_KINDS``
+(docs/extending.md adds to both)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The pre-norm transformer language model and its stack-attention variants (docs/paper.md §3).
 
 Input z_0 = BOS, z_t = w_t; h⁰_t = Drop(√d E[z_t] + p_t) with interleaved sinusoidal
-positions. Five pre-norm layers (standard, or with stack attention in place of
-multi-head attention), a final LN, and tied output weights E[0..V] with no bias.
+positions. The description's pre-norm layers (five in the paper's models; each standard,
+or with stack attention in place of multi-head attention), a final LN, and tied output weights E[0..V] with no bias.
 
 Incremental decoding keeps, per layer, the keys and values seen so far (standard
 layers) or the stack state (stack layers), so one step costs one position.

@@ -12,8 +12,9 @@ This package holds the public API (`superposition`, `nondeterministic`), the
 paper-notation references (`reference`: plain PyTorch, autograd gradients), the
 brute-force oracles (`bruteforce`), the fast implementations tested against them
 (`fast`: scaled PyTorch operations with written-out adjoints, and C kernels), and
-`implementation`, the one place that chooses which fast implementation runs (C kernels
-on the CPU, PyTorch operations on CUDA, without a compiler, or with FRUIT_NATIVE=0).
+`implementation`, which chooses the fast implementation a stack layer runs on (C kernels
+on the CPU, PyTorch operations on CUDA, without a compiler, or with FRUIT_NATIVE=0; the
+stack RNNs' fused passes choose their cells the same way, in fruit.models.passes).
 """
 
 from fruit.stacks.nondeterministic import (

@@ -1,14 +1,19 @@
-"""Which implementation runs a stack: the one place that chooses.
+"""Which implementation runs a stack layer (stack attention, the step API): chosen here.
 
 The dVPDA has two fast implementations of the same computation (fruit.stacks.fast):
 the C kernels (`dvpda_native`) for float32 and float64 tensors on the CPU when they
 are built, and PyTorch operations (`dvpda_scan`, `dvpda_run`) otherwise: on CUDA,
 for other dtypes, without a C compiler, or with FRUIT_NATIVE=0. Both are held to the
 paper-notation reference (fruit.stacks.reference), which is for tests and reading and
-is never chosen here. The superposition stack updates one step at a time with
-PyTorch operations and a written-out adjoint (fruit.stacks.fast.superposition_update);
+is never chosen here. The superposition stack's step API updates one step at a time
+with PyTorch operations and a written-out adjoint (fruit.stacks.fast.superposition_update);
 a whole sequence of updates (stack attention) takes C kernels on the CPU
 (`superposition_native`) under the same conditions as the dVPDA's.
+
+The stack RNNs' fused passes (fruit.models.passes) use these too: the Nd pass runs on
+the buffers `dvpda_buffers` chooses, and calls the C heads when they are C buffers;
+their controller cells and the Sup pass's stack step are chosen, under the same
+conditions, by `fruit.models.passes.sup_cells.cells_for`.
 """
 
 from __future__ import annotations

@@ -126,7 +126,10 @@ class DVPDAStack:
         check_shapes(action_logits, pushed_log, Q, S)
         run = self.run
         if run.limit is not None and self.t >= run.limit:
-            raise FruitError(f"DVPDAStack: more than the {run.limit} updates it was given")
+            raise FruitError(
+                f"DVPDAStack: more than the {run.limit} updates it was given; pass a larger "
+                "length to DVPDAStack.initial(), or none"
+            )
         if self.t < run.length:  # a later state of this run exists: branch off a copy
             run = self._copy("step a state twice")
         work = run.bottom_log.dtype

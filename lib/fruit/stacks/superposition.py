@@ -81,7 +81,10 @@ class SuperpositionStack:
         left = self.updates_left
         if left is not None:
             if left < 1:
-                raise FruitError("SuperpositionStack: more updates than the length it was given")
+                raise FruitError(
+                    "SuperpositionStack: more updates than the length it was given; pass a "
+                    "larger length to SuperpositionStack.initial(), or none"
+                )
             height = min(height, left)  # elements below cannot reach the top
             left -= 1
         elements, top = update(self.elements, action_probs, pushed, height)

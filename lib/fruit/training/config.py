@@ -27,6 +27,7 @@ from fruit.errors import (
     unknown_choice,
 )
 from fruit.io import DamagedRecord, atomic_write_json, read_json_record
+from fruit.model_options import resolve_options
 from fruit.names import ARCHITECTURES, TARGET_PARAMS
 from fruit.profiles import (
     DATA_SOURCES,
@@ -169,6 +170,7 @@ def check_ranges(c: RunConfig) -> None:
     check_number("learning_rate", c.learning_rate, above=0)
     check_number("clip_norm", c.clip_norm, above=0)
     check_number("lr_factor", c.lr_factor, above=0, below=1)  # PyTorch's plateau rule
+    resolve_options(c.model_options)  # names and values checked; config.json keeps the overrides
 
 
 def resolve_config(config: RunConfig) -> RunConfig:

@@ -1,4 +1,5 @@
-"""The pointwise pieces of one time step of the fused stack-RNN pass (`sup_pass`), in
+"""The pointwise pieces of one time step of the fused stack-RNN passes (the controller
+cells of `sup_pass` and `nd_pass`; the heads and stack update of `sup_pass`), in
 two interchangeable implementations: `TorchCells` (PyTorch operations, the path on
 CUDA, and what the C kernels are tested against) and `NativeCells` (the same
 computation in C, one call per piece, on the CPU: the cells and heads in sup_cells.c, the
@@ -57,7 +58,7 @@ SOURCE = build.CSource(  # i = ptrdiff_t (sizes, row strides), p = pointer
         ("head_forward", (_i, _i, _p, _i, _p, _p), None),
         ("head_backward", (_i, _i, _p, _p, _p, _i), None),
     ),
-    "the stack-RNN pass (RNN+Sup, LSTM+Sup)",
+    "the stack-RNN passes (RNN+Sup, LSTM+Sup, RNN+Nd, LSTM+Nd)",
     Path(__file__).parent,
 )
 
@@ -189,7 +190,8 @@ class NativeCells:
 
 
 def cells_for(x: Tensor):
-    """`NativeCells` for CPU tensors of x's dtype when the C kernels are built (see
+    """`NativeCells` for CPU tensors of x's dtype when the C kernels (sup_cells.c and
+    superposition.c, both needed, also by the Nd pass) are built (see
     `build.library_for`), else `TorchCells`."""
     lib = build.library_for(SOURCE, x)
     stack = build.library_for(superposition_native.SOURCE, x)

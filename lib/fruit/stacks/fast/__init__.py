@@ -9,5 +9,6 @@ tests hold them to; they are never built on them.
     superposition_update  one superposition update with its written-out adjoint
     superposition_native, superposition.c  whole sequences of updates in C (CPU)
 
-Which implementation runs is chosen in one place, fruit.stacks.implementation.
+Which implementation a stack layer runs on is chosen in fruit.stacks.implementation
+(the stack RNNs' fused passes: fruit.models.passes.sup_cells.cells_for).
 """

@@ -99,7 +99,10 @@ def _p(x: Tensor | None) -> int | None:
 
 def _check(rc: int) -> None:
     if rc != 0:
-        raise MemoryError("dVPDA C kernels: could not allocate their workspace")
+        raise MemoryError(
+            "dVPDA C kernels: could not allocate their workspace; use a smaller batch_tokens, "
+            "or FRUIT_NATIVE=0 for the PyTorch implementation"
+        )
 
 
 def _inputs(logits: Tensor, pushed_log: Tensor):

@@ -58,7 +58,7 @@ class DVPDA:
         B, m = batch_size, bottom_log.size(0)
         self.Q, self.S, self.X = num_states, num_symbols, num_states * num_symbols
         self.t = 0
-        start = torch.full((B, 1, self.X), NEG_INF, dtype=bottom_log.dtype)  # 1 at (q0, ⊥)
+        start = bottom_log.new_full((B, 1, self.X), NEG_INF)  # 1 at (q0, ⊥); bottom_log's device
         start[:, :, 0] = 0.0
         v0 = torch.cat((bottom_log[None], bottom_log.new_full((self.X - 1, m), NEG_INF)))  # (X, m)
         self.gamma = {(-1, 0): start}
