@@ -413,6 +413,10 @@ NOTEBOOK_CASES = [
     ("tables.ipynb", {"expected_runs": 0}, "expected_runs must be an integer >= 1"),
     ("tables.ipynb", {"profile": "../res"}, "bad profile name '../res'"),
     ("tables.ipynb", {"profile": "quick", "misplaced": True}, "holds architecture 'Tf+Nd' (folder: 'Tf')"),
+    ("figures.ipynb", {"expected_runs": "5"}, "expected_runs must be an integer >= 1"),
+    ("figures.ipynb", {"expected_runs": -2}, "expected_runs must be an integer >= 1"),
+    ("data.ipynb", {"task": "nope"}, "unknown task 'nope'; valid choices: passivization"),
+    ("data.ipynb", {"examples_per_split": -1}, "examples_per_split must be an integer >= 0"),
 ]  # fmt: skip
 
 
@@ -425,7 +429,7 @@ def test_a_notebook_with_a_bad_parameter_fails_in_one_line(tmp_path, notebook, p
     home = tmp_path / "home"
     home.mkdir()
     parameters = dict(parameters)
-    if notebook == "tables.ipynb":
+    if notebook in ("tables.ipynb", "figures.ipynb"):
         root = results(
             tmp_path, **({"architecture": "Tf+Nd"} if parameters.pop("misplaced", False) else {})
         )

@@ -32,3 +32,4 @@ def test_data_notebook_runs(repo_root, tmp_path, capsys):
     text = out.read_text()
     assert "passivization: read from" in text
     assert "hierarchical" in text and "median_length" in text
+    assert "train~test" in text and "ok" in text  # the statistics table, train against test

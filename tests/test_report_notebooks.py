@@ -68,6 +68,32 @@ def test_tables_notebook(repo_root, fake_results, tmp_path):
 
 def test_figures_notebook(repo_root, fake_results, tmp_path):
     out = tmp_path / "figures"
+    executed = execute(
+        repo_root,
+        "figures",
+        tmp_path,
+        results_dir=str(fake_results),
+        profile="smoke",
+        output_dir=str(out),
+    )
+    shown = [
+        sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+        for cell in executed["cells"]
+    ]
+    assert sum(shown) == 2  # ours, then the paper's
+    (out / "smoke" / "bar-charts.png").unlink()
+    stale = tmp_path / "empty" / "runs"  # no runs: nothing drawn, and no older chart shown
+    (stale / "smoke").mkdir(parents=True)
+    (out / "smoke" / "bar-charts.png").write_bytes(
+        (out / "paper-reported/bar-charts.png").read_bytes()
+    )
+    executed = execute(
+        repo_root, "figures", tmp_path, results_dir=str(stale), profile="smoke",
+        output_dir=str(out), paper=False,
+    )  # fmt: skip
+    assert not any(
+        o.get("data", {}).get("image/png") for c in executed["cells"] for o in c.get("outputs", [])
+    )
     execute(
         repo_root,
         "figures",

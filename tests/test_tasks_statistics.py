@@ -63,3 +63,29 @@ def test_a_published_train_split_is_compared_with_train(tmp_path, datasets_dir):
     assert {r["statistic"]: r["published"] for r in rows} == expected
     splits = {r["split"] for r in compare_distributions(ours.parent, theirs.parent, [slug])}
     assert splits == {"train", "test", "gen"}
+
+
+def test_splits_in_memory_compare_as_their_files_do(tmp_path):
+    """compare_examples (data.ipynb) gives compare's rows for the same splits written out;
+    a registered task the paper does not have is compared with nothing, and gen rows are
+    not held to a tolerance."""
+    from fruit.tasks import get_task
+    from fruit.tasks.splits import write_task
+    from fruit.tasks.statistics import compare, compare_examples
+
+    task = get_task("question-formation")
+    splits = task.generate(seed=3, sizes={"train": 300, "dev": 10, "test": 300, "gen": 300})
+    write_task(tmp_path, task, splits)
+    assert compare_examples(task, splits) == compare(tmp_path, [task.slug])
+    rows = compare_examples(task, splits)
+    assert {r["split"] for r in rows} == {"train~test", "test", "gen"}
+    assert all(r["tolerance"] is None and r["ok"] is None for r in rows if r["split"] == "gen")
+    assert all(r["ok"] is not None for r in rows if r["split"] != "gen")
+
+    class Unpublished:  # a task the paper does not have: ours alone
+        slug = "my-task"
+        transform_marker = task.transform_marker
+        subject_modifier = staticmethod(task.subject_modifier)
+
+    alone = compare_examples(Unpublished(), {"test": splits["test"]})
+    assert len(alone) == 4 and all(r["published"] is None and r["ok"] is None for r in alone)

@@ -144,36 +144,58 @@ def compare(
     rows = []
     for slug, split, side, path in compared_splits(data_dir, slugs, published_dir):
         task = get_task(slug)
-        ours = split_statistics(task, _some_examples(path))
+        theirs = None
         if published_dir is not None:
-            theirs = split_statistics(
-                task, _some_examples(Path(published_dir) / slug / f"{side}.tsv")
-            )
-        elif slug in PUBLISHED:
-            theirs = dict(zip(STATISTICS, PUBLISHED[slug][side]))
-        else:  # a registered task the paper does not have: ours alone, nothing to check
-            theirs = dict.fromkeys(STATISTICS)
-        for name in STATISTICS:
-            if theirs[name] is None:
-                rows.append(
-                    {"task": slug, "split": split, "statistic": name, "generated": ours[name],
-                     "published": None, "difference": None, "tolerance": None, "ok": None}
-                )  # fmt: skip
-                continue
-            difference = abs(ours[name] - theirs[name])
-            checked = split in CHECKED_SPLITS
+            published = _some_examples(Path(published_dir) / slug / f"{side}.tsv")
+            theirs = split_statistics(task, published)
+        rows += split_rows(task, split, side, _some_examples(path), theirs)
+    return rows
+
+
+def compare_examples(task: Task, splits: dict[str, list[Example]]) -> list[dict]:
+    """``compare`` for splits in memory (e.g. just generated): each of train, test and gen
+    that ``splits`` holds against the table above (train against the published test)."""
+    return [
+        row
+        for split in SPLITS_COMPARED
+        if split in splits
+        for row in split_rows(task, split, PUBLISHED_SIDE[split], splits[split])
+    ]
+
+
+def split_rows(
+    task: Task, split: str, side: str, examples: list[Example], theirs: dict | None = None
+) -> list[dict]:
+    """The rows of one split: its statistics against the published split ``side``'s
+    (``theirs``, else the table above; a task the paper does not have is ours alone),
+    with the tolerance check on the splits in ``CHECKED_SPLITS``."""
+    slug = task.slug
+    ours = split_statistics(task, examples)
+    if theirs is None:
+        published = PUBLISHED.get(slug, {}).get(side)
+        theirs = dict(zip(STATISTICS, published or (None,) * len(STATISTICS)))
+    rows = []
+    for name in STATISTICS:
+        if theirs[name] is None:  # a registered task the paper does not have
             rows.append(
-                {
-                    "task": slug,
-                    "split": split_label(split, side),
-                    "statistic": name,
-                    "generated": ours[name],
-                    "published": theirs[name],
-                    "difference": difference,
-                    "tolerance": tolerance(slug),
-                    "ok": (difference <= tolerance(slug)) if checked else None,
-                }
-            )
+                {"task": slug, "split": split, "statistic": name, "generated": ours[name],
+                 "published": None, "difference": None, "tolerance": None, "ok": None}
+            )  # fmt: skip
+            continue
+        difference = abs(ours[name] - theirs[name])
+        checked = split in CHECKED_SPLITS
+        rows.append(
+            {
+                "task": slug,
+                "split": split_label(split, side),
+                "statistic": name,
+                "generated": ours[name],
+                "published": theirs[name],
+                "difference": difference,
+                "tolerance": tolerance(slug) if checked else None,
+                "ok": (difference <= tolerance(slug)) if checked else None,
+            }
+        )
     return rows
 
 
