@@ -230,3 +230,34 @@ def test_a_profile_given_by_path_reports_only_its_pairs(repo_root, tmp_path):
     rows = [line.split("|")[1].strip() for line in ours.splitlines() if line.startswith("| ")]
     assert rows == ["Architecture", "Tf"]  # not every registered architecture as "0/2"
     assert "profile: one-pair (one pair only)" in ours  # the caption keeps the description
+
+
+def test_the_reproduction_notebook_writes_the_claims_and_comparisons_fruit_report_does(
+    repo_root, fake_results, tmp_path
+):
+    """reproduction.ipynb, by name and by a profile file's path, writes the claims report
+    and the comparisons with the paper byte for byte as `fruit report` does, and shows them."""
+    cli_out = tmp_path / "cli"
+    reporting.report(fake_results, "smoke", cli_out / "tables", cli_out / "figures", paper=False)
+    wanted = {
+        name: data
+        for name, data in _files(cli_out / "tables").items()
+        if "/claims." in name or ".comparison." in name
+    }
+    assert any("/claims." in n for n in wanted) and any(".comparison." in n for n in wanted)
+    shipped = repo_root / "lib/fruit/profiles/smoke.toml"
+    for given in ("smoke", str(shipped)):
+        nb_out = tmp_path / ("by-name" if given == "smoke" else "by-path")
+        executed = execute(
+            repo_root,
+            "reproduction",
+            tmp_path,
+            results_dir=str(fake_results),
+            profile=given,
+            tables_dir=str(nb_out / "tables"),
+            figures_dir=str(nb_out / "figures"),
+        )
+        assert _files(nb_out / "tables") == wanted, given
+        text = json.dumps(executed)
+        assert "The paper's claims, checked" in text and "question formation" in text.lower()
+        assert (nb_out / "figures/smoke/ours-vs-paper.png").is_file()

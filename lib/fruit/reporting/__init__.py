@@ -1,7 +1,7 @@
 """Run folders -> the paper's tables and bar charts, side by side with the paper's numbers.
 
-What the notebooks (``tables.ipynb``, ``figures.ipynb``, ``report.ipynb``) and ``fruit
-report`` call, one module a job::
+What the notebooks (``tables.ipynb``, ``figures.ipynb``, ``report.ipynb``,
+``reproduction.ipynb``) and ``fruit report`` call, one module a job::
 
     tables = load_tables("results/runs", "quick")       # load: task -> Table (final runs)
     write_tables(tables, "results/tables/quick")          # write: <task>.tex / .csv / .md
@@ -13,7 +13,8 @@ report`` call, one module a job::
 
 Beneath them: ``runs`` (run folders), ``tables`` (aggregation), ``render`` (text),
 ``figures`` (matplotlib), ``claims``/``claims_report``, ``pooling``/``pooling_report``,
-``searches``, ``stats``, ``reproduction``. Reporting reads only run records and the
+``searches``, ``stats``, ``reproduction`` (fresh runs of a profile against the committed
+ones: ``make reproduce``'s verdict; the paper's claims are ``claims``). Reporting reads only run records and the
 transcribed paper numbers (``fruit/reporting/data``).
 """
 

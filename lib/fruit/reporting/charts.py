@@ -1,5 +1,5 @@
-"""Tables -> figure files: the bar charts of ours and of the paper, and ours against the
-paper cell by cell, with the provenance in each file's metadata (``fruit.reporting.figures``
+"""Tables -> figure files: the bar charts of ours and of the paper (``write_figures``,
+``write_paper_figures``), and ours against the paper cell by cell (``write_ours_vs_paper``), with the provenance in each file's metadata (``fruit.reporting.figures``
 draws them)."""
 
 from __future__ import annotations

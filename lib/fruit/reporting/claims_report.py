@@ -249,6 +249,15 @@ def claims_records(results: list[ClaimResult]) -> list[dict]:
     ]
 
 
+GUIDE = "How to read it."  # opens the paragraph after the status lines of claims.md
+
+
+def summary_of(claims_md: str) -> str:
+    """The head of a claims.md (``markdown_claims``): the counts and each claim's status
+    line, without the reading guide, the table and the run-level section."""
+    return claims_md.split(f"\n\n{GUIDE}")[0]
+
+
 def markdown_claims(
     results: list[ClaimResult],
     note: str,
@@ -272,7 +281,7 @@ def markdown_claims(
         "",
         *status_lines(results, alpha, others, pooled),
         "",
-        "How to read it. *Verdict*: each comparison is tested over our final runs with a "
+        f"{GUIDE} *Verdict*: each comparison is tested over our final runs with a "
         f"one-sided exact permutation test at level {alpha:g} (sign flips against a number "
         "or between two columns of the same runs; all splits of the pooled runs between two "
         "cells): reproduced when the claimed direction is significant, contradicted when the "

@@ -1,4 +1,7 @@
-"""The paper's bar-chart figure: per task, full and partial accuracy, hierarchical vs linear.
+"""Drawing the figures (``fruit.reporting.charts`` writes them to files): the paper's bar
+charts (per task, full and partial accuracy, hierarchical vs linear), ours against the
+paper's cell by cell (``ours_vs_paper_figure``), and every pooled run of the cells with
+two modes (``pooled_runs_figure``).
 
 Bars are the table means with one-standard-deviation error bars, for the architectures whose
 mean test full accuracy, as printed, is at least 0.900 (``bar_chart_data``). Colours follow

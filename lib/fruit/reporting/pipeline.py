@@ -30,7 +30,9 @@ def report(
     paper: bool = True,
     figures: bool = True,
 ) -> tuple[dict[str, Table], dict[str, list[Path]]]:
-    """Everything: tables, comparisons and figures of ``profile`` (in ``<dir>/<profile>/``) and,
+    """Everything of ``profile`` (in ``<dir>/<profile>/``): tables, comparisons with the
+    paper, the claims report (with the run-level evidence), the search and by-subject
+    tables, and, with ``figures``, the bar charts, ours-vs-paper and pooled-runs figures;
     with ``paper``, the paper's own tables and figures (in ``<dir>/paper-reported/``).
 
     ``profile`` is a shipped profile's name or the path of a profile file (its runs are

@@ -1,4 +1,6 @@
-"""Do fresh runs of a profile reproduce the committed ones? One verdict for a reader.
+"""Do fresh runs of a profile reproduce the committed ones? One verdict for a reader
+(``make reproduce``; whether our runs reproduce the paper's claims is ``claims``, which
+``reproduction.ipynb`` shows).
 
 On a CPU of the kind that made the committed runs (the same vector instructions), the
 answer is byte-identical tables. Across CPU kinds, float32 kernels round differently,

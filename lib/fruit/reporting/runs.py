@@ -2,7 +2,8 @@
 
 A run folder is ``<results>/<profile>/<task>/<architecture>/<phase>-<index>/``. Its
 ``metrics.json`` is written last, so a folder without one is an unfinished run. Reporting
-reads nothing else but config.json's provenance: no model code, no checkpoints. Folder
+reads only run records (metrics.json; config.json's provenance here, config.json and
+log.csv in ``fruit.reporting.pooling``): no model code, no checkpoints. Folder
 names are not trusted: a metrics.json whose profile, task, architecture, phase or index
 differs from its folder's is refused, as is a damaged or malformed record, naming the
 file -- ``fruit report`` and the notebooks then stop with one line instead of counting a

@@ -20,7 +20,8 @@ from fruit.reporting.tables import Table, comparison, paper_table
 
 
 def write_tables(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
-    """``<task>.tex`` (booktabs/siunitx), ``<task>.csv``, ``<task>.md``, and ``tables.md`` with all."""
+    """``<task>.tex`` (booktabs/siunitx), ``<task>.csv``, ``<task>.md``, and ``tables.md`` with
+    all (none of them without tables: a profile with no finished final runs yet)."""
     out_dir = Path(out_dir)
     written = []
     for task, table in tables.items():
@@ -31,6 +32,8 @@ def write_tables(tables: dict[str, Table], out_dir: str | Path) -> list[Path]:
         ):
             atomic_write_text(out_dir / f"{task}.{ext}", text)
             written.append(out_dir / f"{task}.{ext}")
+    if not tables:
+        return []
     atomic_write_text(out_dir / "tables.md", "\n".join(markdown_table(t) for t in tables.values()))
     return [*written, out_dir / "tables.md"]
 
