@@ -155,6 +155,24 @@ def test_run_folder_is_complete(tmp_path, data_dir):
     )
 
 
+def test_the_learning_curve_draws_the_log_it_is_given():
+    import pandas as pd
+
+    log = pd.DataFrame(
+        {"examples_seen": [50, 100, 150], "epochs": [0.5, 1.0, 1.5], "learning_rate": [1e-3, 1e-3, 5e-4],
+         "train_loss": [30.0, 20.0, 15.0], "validation_cross_entropy": [2.0, 1.5, 1.4],
+         "validation_accuracy": [0.1, 0.2, 0.3], "seconds": [1.0, 2.0, 3.0]}
+    )  # fmt: skip
+    fig = training.learning_curve(log, "qf / Tf / final-0")
+    validation, loss, rate = fig.axes
+    assert list(validation.lines[0].get_ydata()) == [2.0, 1.5, 1.4]
+    assert list(loss.lines[0].get_ydata()) == [30.0, 20.0, 15.0]
+    assert list(rate.lines[0].get_ydata()) == [1e-3, 1e-3, 5e-4]
+    assert all(list(a.lines[0].get_xdata()) == [50, 100, 150] for a in fig.axes)
+    assert fig._suptitle.get_text() == "qf / Tf / final-0"
+    assert training.as_png(fig).startswith(b"\x89PNG\r\n\x1a\n")
+
+
 def test_metrics_break_the_generalization_set_down_by_subject(tmp_path, data_dir):
     """Oracle: each row is fruit.evaluation's means over that kind of subject alone, with
     the run's best parameters; the rows weighted by their sizes give the run's means."""

@@ -9,6 +9,7 @@ run = training.open_run(config, "results/runs/smoke/question-formation/Tf+Nd/fin
 run.train(progress=True)      # resumes from checkpoint.pt when the folder has one
 metrics = run.finish()        # evaluation with best.pt, then metrics.json
 training.read_log(run.dir)    # log.csv as a DataFrame
+training.learning_curve(training.read_log(run.dir))  # its picture (a matplotlib Figure)
 ```
 
 The modules, from the bottom up: ``data`` (``prepare_data``, ``load_data``: a task's data
@@ -17,11 +18,13 @@ completed from the profile), ``checkpoints`` (``TrainingState``, ``checkpoint.pt
 ``best.pt``, ``log.csv``, ``warnings.log``), ``objective`` (the loss, Adam, clipping,
 the plateau schedule), ``records`` (``config.json``, the final evaluation,
 ``metrics.json``), ``resume`` (opening a folder again: resuming from ``checkpoint.pt``,
-restarting after damage), ``loop`` (``open_run``, ``Run``, ``train_run``: the optimisation, pausing).
+restarting after damage), ``loop`` (``open_run``, ``Run``, ``train_run``: the optimisation, pausing); ``curve``
+(``learning_curve``: log.csv drawn; ``as_png``).
 """
 
 from fruit.training.checkpoints import LOG_COLUMNS, TrainingState, read_log
 from fruit.training.config import PROFILE_FIELDS, RunConfig, resolve_config, run_dir_for
+from fruit.training.curve import as_png, learning_curve
 from fruit.training.data import (
     DATA_MARKER,
     MIN_GENERATED_TRAIN,
@@ -48,6 +51,8 @@ __all__ = [
     "open_run",
     "prepare_data",
     "published_folder",
+    "as_png",
+    "learning_curve",
     "read_log",
     "resolve_config",
     "run_dir_for",
