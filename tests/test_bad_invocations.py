@@ -414,6 +414,7 @@ NOTEBOOK_CASES = [
     ("tables.ipynb", {"profile": "../res"}, "bad profile name '../res'"),
     ("tables.ipynb", {"profile": "quick", "misplaced": True}, "holds architecture 'Tf+Nd' (folder: 'Tf')"),
     ("figures.ipynb", {"expected_runs": "5"}, "expected_runs must be an integer >= 1"),
+    ("figures.ipynb", {"profile": "nope.toml"}, "nope.toml' does not exist"),
     ("figures.ipynb", {"expected_runs": -2}, "expected_runs must be an integer >= 1"),
     ("data.ipynb", {"task": "nope"}, "unknown task 'nope'; valid choices: passivization"),
     ("data.ipynb", {"examples_per_split": -1}, "examples_per_split must be an integer >= 0"),

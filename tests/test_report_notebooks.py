@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import papermill
 import pytest
@@ -230,6 +231,20 @@ def test_a_profile_given_by_path_reports_only_its_pairs(repo_root, tmp_path):
     rows = [line.split("|")[1].strip() for line in ours.splitlines() if line.startswith("| ")]
     assert rows == ["Architecture", "Tf"]  # not every registered architecture as "0/2"
     assert "profile: one-pair (one pair only)" in ours  # the caption keeps the description
+    # tables.ipynb and figures.ipynb take the path too (relative to the repository root
+    # here), writing under the profile's name what fruit report writes
+    for name, out in (("tables", tmp_path / "tb"), ("figures", tmp_path / "fg")):
+        execute(
+            repo_root, name, tmp_path, results_dir=str(results),
+            profile=os.path.relpath(profile, repo_root), output_dir=str(out), paper=False,
+        )  # fmt: skip
+    assert _files(tmp_path / "tb") == {
+        n: b for n, b in made.items() if n.startswith("one-pair/question-formation.")
+        or n == "one-pair/tables.md"
+    }  # fmt: skip
+    assert sorted(_files(tmp_path / "fg")) == sorted(
+        n for n in _files(tmp_path / "clifig") if "/bar-" in n
+    )
 
 
 def test_the_reproduction_notebook_writes_the_claims_and_comparisons_fruit_report_does(

@@ -30,9 +30,13 @@ def load_tables(
     Rows: the architectures the profile plans for the task (all fifteen when the profile
     cannot be read), then any others that have runs. ``expected_runs`` (the "of N" in each
     row's run count) defaults to the profile's number of final runs, else to the largest
-    number of run folders of any architecture.
+    number of run folders of any architecture. ``profile``: a profile's name, or the path
+    of a profile file (its runs are under its name).
     """
-    return tables_from_runs(load_runs(results_dir, profile, phase="final"), profile, expected_runs)
+    settings = profile_settings(profile)
+    name = settings.name if settings is not None else profile
+    runs = load_runs(results_dir, name, phase="final")
+    return tables_from_runs(runs, name, expected_runs, settings)
 
 
 def tables_from_runs(
