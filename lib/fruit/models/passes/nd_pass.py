@@ -21,6 +21,7 @@ from torch import Tensor
 
 from fruit.models.passes.stack_pass import check_updates, stack_pass
 from fruit.models.passes.sup_cells import cells_for
+from fruit.stacks import num_actions
 from fruit.stacks.fast.dvpda_native import HeadSteps, NativeBuffers
 
 
@@ -35,7 +36,7 @@ class NdDriver:
         self.bottom_log = bottom_log.detach().to(buffers.alpha.dtype)  # (m,), compute dtype
         self.extra_dtype = bottom_log.dtype  # of bottom_log's gradient
         m = bottom_log.size(0)
-        self.A = num_states * num_symbols * (2 * num_states * num_symbols + num_states)
+        self.A = num_actions(num_states, num_symbols)
         self.m, self.width = m, num_states * num_symbols * m
         self.inputs = []  # per update: logits (B, A), pushed_log (B, m) in the compute dtype
         self.pushed_u = []  # per update: u (B, m), the pushed vector's pre-activation

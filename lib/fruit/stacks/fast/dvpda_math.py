@@ -233,4 +233,9 @@ def initial_terms(bottom_log: Tensor, batch_size: int, X: int):
 def bottom_gradient(eta: Tensor, chi: Tensor, bottom_log: Tensor) -> Tensor:
     """Gradient of bottom_log (m,) from the adjoint eta (B, n+1, X, m) of a backward pass:
     eta[0] = 1[q0, bottom] exp(bottom_log - shift), shift = chi[0, 0]."""
-    return (eta[:, 0, 0] * torch.exp(bottom_log - chi[0, 0])).sum(0)
+    return bottom_log_gradient(eta[:, 0, 0], chi, bottom_log)
+
+
+def bottom_log_gradient(g_eta0: Tensor, chi: Tensor, bottom_log: Tensor) -> Tensor:
+    """The same from the adjoint of eta[0]'s (q0, bottom) entry alone, g_eta0 (B, m)."""
+    return (g_eta0 * torch.exp(bottom_log - chi[0, 0])).sum(0)

@@ -42,7 +42,12 @@ from torch.autograd.function import once_differentiable
 
 from fruit.kernels import workspace
 from fruit.kernels.build import CSource
-from fruit.stacks.fast.dvpda_math import bottom_gradient, exp_shifted, initial_terms
+from fruit.stacks.fast.dvpda_math import (
+    bottom_gradient,
+    bottom_log_gradient,
+    exp_shifted,
+    initial_terms,
+)
 
 _idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
 
@@ -272,7 +277,7 @@ class NativeScan(torch.autograd.Function):
                 _p(g_pushed), _p(g_eta0),
             )
         )  # fmt: skip
-        g_bottom = (g_eta0 * torch.exp(bottom_log - buffers.chi[0, 0])).sum(0)
+        g_bottom = bottom_log_gradient(g_eta0, buffers.chi, bottom_log)
         return g_logits, g_pushed, g_bottom, None, None, None
 
 

@@ -139,7 +139,7 @@ class Adjoint:
             self.alpha[:, t] -= ((s / total) * (g_r * e_t).sum((1, 2)))[:, None]
         scales = b.col_scale, b.n_alpha, b.n_eta
         return _step_backward(
-            t, t + 1 if column_written else t, b.gamma, self.gamma, b.alpha, b.eta, b.psi,
+            t, column_written, b.gamma, self.gamma, b.alpha, b.eta, b.psi,
             b.chi, b.phi, scales, self.alpha, self.eta, logits, pushed_log, Q, S,
         )  # fmt: skip
 
@@ -180,7 +180,7 @@ class TorchScan(torch.autograd.Function):
 
 def _step_backward(
     t,
-    n,
+    column_written,
     gamma_all,
     g_gamma,
     alpha,
@@ -197,7 +197,9 @@ def _step_backward(
     S,
 ):
     """Adjoint of update t: adds into g_gamma (`_GammaAdjoint`) / g_alpha / g_eta for times < t and
-    returns the gradients of this step's logits (B, A) and pushed_log (B, m)."""
+    returns the gradients of this step's logits (B, A) and pushed_log (B, m).
+    ``column_written``: whether the forward wrote gamma's column t (every update but the
+    last of a sequence, whose column no reading uses)."""
     B = logits.size(0)
     X = Q * S
     col_scale, n_alphas, n_etas = scales
@@ -264,9 +266,9 @@ def _step_backward(
     g_alpha[:, :t] += w[:, :, None] * g_wA
     g_eta[:, :t] += w_eta[:, :, None, None] * g_wE
 
-    # ---- column t of gamma (only written when t < n)
+    # ---- column t of gamma (only when the forward wrote it)
     g_gamma_last = torch.zeros_like(gamma_last)  # (B, t, X, X) [b, i, a, (s, z)]
-    if t < n:
+    if column_written:
         gUc = g_gamma.column(t) / col_scale[:, t, None, None, None, None]  # (B,S,t,X,Q)
         g_gamma.record(t, gUc, gamma_prime)
         gP += gUc[:, :, t - 1].permute(0, 2, 3, 1).reshape(B, X, X)
