@@ -1,11 +1,13 @@
 """Generalization accuracies split by what modifies the subject (McCoy tasks).
 
 A mean over the generalization set can hide how a model generalizes. In McCoy et al.'s
-generalization sets every subject carries a relative clause, of one of three kinds
-(docs/tasks.md): subject-relative with an intransitive verb (``SRC-intrans``, "my raven
-that doesn't sleep"), subject-relative with a transitive verb (``SRC-trans``, "her
-orangutan who doesn't admire our quail") and object-relative (``ORC``, "our raven who my
-tyrannosaurus doesn't confuse"). ``by_subject`` gives expected full accuracy (and, for
+generalization sets (question formation and the two tense reinflection tasks) the
+subject carries a modifier: a prepositional phrase (``PP``, only in the tense tasks'
+sets) or a relative clause of one of three kinds (docs/tasks.md): subject-relative with
+an intransitive verb (``SRC-intrans``, "my raven that doesn't sleep"), subject-relative
+with a transitive verb (``SRC-trans``, "her orangutan who doesn't admire our quail") and
+object-relative (``ORC``, "our raven who my tyrannosaurus doesn't confuse"); in question
+formation's every subject has a relative clause. ``by_subject`` gives expected full accuracy (and, for
 tasks whose partial accuracy is the first word, the exact first-word accuracy) per kind,
 computed exactly as ``fruit.evaluation`` computes the means, so that the rows, weighted by
 their counts, give the run's own numbers.
@@ -54,7 +56,7 @@ def subject_groups(task, sources: Sequence[Sequence[str]]) -> list[str]:
     if not has_subject_groups(task):
         raise FruitError(
             f"{task.slug}: split by subject is defined for the McCoy tasks "
-            "(question-formation, tense-reinflection, and their German/do variants)"
+            "(question-formation, tense-reinflection, tense-reinflection-with-do)"
         )
     return [task.parse(s).subject.modifier for s in sources]
 

@@ -74,7 +74,9 @@ class QuestionFormation(GrammarTask):
         raise NotImplementedError
 
     def gen_quota(self, size: int) -> dict[str, int]:
-        # Mueller's quota: at most 2/3 subject relative clauses, 1/3 object ones.
+        # Mueller's quota: at most 2/3 subject relative clauses, 1/3 object ones. The ORC
+        # cap has one line of slack (3,334 of 10,000): the pool stops at `size`, so the
+        # split is 6,667/3,333 when SRC fills first, else 6,666/3,334 (docs/tasks.md §4.2).
         src = round(2 * size / 3)
         return {"SRC": src, "ORC": size - src + 1}
 
