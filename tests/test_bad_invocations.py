@@ -311,6 +311,8 @@ CORPUS = [
     ("run-task-not-in-profile", run("--task", "passivization"), "task 'passivization' is not in profile smoke; its tasks: question-formation"),
     ("run-architecture-not-in-profile", run("--architecture", "GRU"), "architecture 'GRU' is not in profile smoke; its architectures: "),
     ("run-scheduler-and-cluster", run("--scheduler", "tcp://127.0.0.1:1", "--cluster", "slurm"), "give either --scheduler or --cluster, not both"),
+    ("run-walltime-too-short", run("--cluster", "pbs", "--walltime", "90"), "walltime '90' is 90 s, too short for a job to train"),
+    ("run-walltime-not-one-dry-run", run("--cluster", "slurm", "--walltime", "abc", "--dry-run"), "--walltime 'abc' is not a walltime"),
 ]  # fmt: skip
 
 

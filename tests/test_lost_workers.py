@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
         ("slurm", "05:30", 330),
         ("slurm", "1-12", 129600),
         ("slurm", "2-00:30:00", 174600),
-        ("pbs", "90", 90),  # PBS: seconds
+        ("pbs", "150", 150),  # PBS: seconds
         ("sge", "01:00:00", 3600),
     ],
 )
@@ -43,8 +43,10 @@ def test_walltime_in_seconds(kind, text, seconds):
     assert walltime_seconds(kind, text) == seconds
 
 
-@pytest.mark.parametrize("text", ["1h", "24:00:00:00", "", "00:00:00", "-5"])
+@pytest.mark.parametrize("text", ["1h", "24:00:00:00", "", "00:00:00", "-5", "1", "01:59"])
 def test_a_walltime_that_is_not_one_is_refused_in_one_line(text):
+    """Not a walltime, or under 2 minutes (1: Slurm minutes; 01:59: minutes:seconds): a
+    job could not train, and the sweep would replace such jobs for ever."""
     with pytest.raises(FruitError) as e:
         walltime_seconds("slurm", text)
     assert "\n" not in str(e.value) and "--walltime" in str(e.value)

@@ -29,6 +29,8 @@ def check_run_options(args) -> None:
       this machine lacks, so only the spelling is checked;
     * ``--workers`` (at most ``WORKERS_PER_CORE`` per CPU core) and ``--threads``;
     * ``--notebook``, when given, is a file;
+    * with ``--cluster``, the jobs' walltime (``--walltime``, else the Dask config's):
+      a walltime and long enough to train;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
       written; with ``--dry-run``, only that the results folder is not a file.
     """
@@ -42,6 +44,10 @@ def check_run_options(args) -> None:
     data_dir = getattr(args, "data_dir", None)
     if data_dir:
         check_folder(data_dir, "--data-dir")
+    if getattr(args, "cluster", None):
+        from fruit.experiments.clusters.cluster import job_walltime
+
+        job_walltime(args.cluster, getattr(args, "walltime", None))  # one line if bad
     notebook = getattr(args, "notebook", None)
     if notebook and not Path(notebook).is_file():
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")

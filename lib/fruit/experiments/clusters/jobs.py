@@ -30,12 +30,16 @@ from fruit.errors import FruitError
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "JOB_ID")
 # dask-jobqueue's own default walltime, when neither --walltime nor the config gives one
 JOBQUEUE_DEFAULT_WALLTIME = "00:30:00"
+# The shortest walltime a job can train under: its worker's and a run's start, the reserves
+# for the final evaluation and for closing (docs/cluster.md); what `--time-limit` asks too.
+MIN_JOB_WALLTIME = 120.0
 
 
 def walltime_seconds(kind: str, walltime: str | int | None) -> float | None:
     """Seconds of a batch walltime: Slurm's ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``,
     ``D-HH:MM``, ``D-HH:MM:SS``; PBS's and SGE's ``[[HH:]MM:]SS``. None stays None; a
-    value of another form is bad input (one line)."""
+    value of another form, or one under ``MIN_JOB_WALLTIME`` (jobs that could not train
+    would be replaced for ever), is bad input (one line)."""
     if walltime is None:
         return None
     text = str(walltime).strip()
@@ -55,8 +59,12 @@ def walltime_seconds(kind: str, walltime: str | int | None) -> float | None:
     else:
         h, m, s = [0] * (3 - len(parts)) + parts
     seconds = float(86400 * days + 3600 * h + 60 * m + s)
-    if seconds <= 0:
-        raise FruitError(f"--walltime {text!r} must be longer than nothing; e.g. 24:00:00")
+    if seconds < MIN_JOB_WALLTIME:
+        raise FruitError(
+            f"walltime {text!r} is {seconds:g} s, too short for a job to train (its worker's "
+            f"and a run's start, the reserves to evaluate and close); give --walltime at "
+            f"least {MIN_JOB_WALLTIME / 60:g} minutes, e.g. 24:00:00"
+        )
     return seconds
 
 
