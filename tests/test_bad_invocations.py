@@ -116,6 +116,13 @@ def a_file(tmp: Path) -> Path:
     return tmp / "a-file"
 
 
+def a_lone_train_notebook(tmp: Path) -> Path:
+    """A copy of train.ipynb in a folder without report.ipynb."""
+    (tmp / "lone").mkdir()
+    (tmp / "lone" / "train.ipynb").write_bytes((REPO / "notebooks/train.ipynb").read_bytes())
+    return tmp / "lone" / "train.ipynb"
+
+
 def bad_toml(tmp: Path) -> Path:
     (tmp / "mine.toml").write_text("name = 'mine'\ntasks = [\n")
     return tmp / "mine.toml"
@@ -311,6 +318,7 @@ CORPUS = [
     ("run-task-not-in-profile", run("--task", "passivization"), "task 'passivization' is not in profile smoke; its tasks: question-formation"),
     ("run-architecture-not-in-profile", run("--architecture", "GRU"), "architecture 'GRU' is not in profile smoke; its architectures: "),
     ("run-scheduler-and-cluster", run("--scheduler", "tcp://127.0.0.1:1", "--cluster", "slurm"), "give either --scheduler or --cluster, not both"),
+    ("run-notebook-without-report", lambda m, t: [*run()(m, t), "--notebook", str(a_lone_train_notebook(t))], "no report.ipynb beside it for the reports after the runs; put one there (notebooks/report.ipynb) or add --skip-reports"),
     ("run-walltime-too-short", run("--cluster", "pbs", "--walltime", "90"), "walltime '90' is 90 s, too short for a job to train"),
     ("run-walltime-not-one-dry-run", run("--cluster", "slurm", "--walltime", "abc", "--dry-run"), "--walltime 'abc' is not a walltime"),
 ]  # fmt: skip

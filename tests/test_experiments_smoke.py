@@ -406,6 +406,31 @@ def test_ctrl_c_during_the_reports_stops_them_and_exits_75(local_smoke, tmp_path
     assert not alive, f"processes of the sweep outlived it: {alive}"
 
 
+@pytest.mark.timeout(900)
+def test_the_time_limit_stops_the_reports_too(local_smoke, tmp_path):
+    """Every run recorded, a report notebook slower than the limit: the reports stop at the
+    time limit's end, as at a signal (exit 75, how to make them), not when they end."""
+    from fruit.commands.run import EXIT_PAUSED, MIN_TIME_LIMIT
+
+    home, _, _ = local_smoke
+    notebooks = _planted_report(tmp_path / "nb", "import time; time.sleep(600)", at=1)
+    results = tmp_path / "results"
+    shutil.copytree(home / "results" / "runs", results / "runs")
+    command = [
+        sys.executable, "-m", "fruit", "run", "--profile", "smoke", "--workers", "1",
+        "--device", "cpu", "--notebook", str(notebooks / "train.ipynb"),
+        "--results", str(results), "--time-limit", f"{MIN_TIME_LIMIT:g}",
+    ]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=home, capture_output=True, text=True, timeout=400)
+    out = done.stdout + done.stderr
+    assert done.returncode == EXIT_PAUSED, out
+    assert time.monotonic() - started < MIN_TIME_LIMIT + 60, out  # not the sleep's 600 s
+    assert "reports stopped: every run is recorded" in out and "fruit report" in out, out
+    assert "Traceback" not in out, out
+    assert not _half_written(results)
+
+
 def _signalled(command: list[str], cwd: Path, ready, what: str, send):
     """Start ``command`` (a ``fruit run``) in a process group of its own, as a terminal's
     foreground job; once ``ready()`` holds (within 300 s, else "no <what>"), ``send(proc)``

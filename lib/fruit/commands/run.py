@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--figures",
         help="figures folder (default: figures beside the results folder, so ./figures for "
-        "the default results; another --results never overwrites the checkout's figures)",
+        "the default results; a --results that is another folder here, e.g. results-try, "
+        "gets results-try/figures: another --results never overwrites ./figures)",
     )
     parser.add_argument("--data-dir", help="data folder (default: data/<profile>)")
     parser.add_argument("--notebook", help="the train notebook (default: notebooks/train.ipynb)")
@@ -85,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--time-limit",
         metavar="DURATION",
         help="end by itself before this much time (e.g. 2h, 90m, 1h30m, 600s; at least 2m, "
-        "what a run needs to start): runs pause resumably, finished ones stay recorded, and "
-        "the same command goes on later (exit 75)",
+        "what a run needs to start): runs pause resumably, finished ones stay recorded, "
+        "reports still running stop, and the same command goes on later (exit 75)",
     )
     parser.add_argument(
         "--task",
@@ -223,6 +224,17 @@ def selected_pairs(profile, tasks, architectures):
     )
 
 
+def default_figures(results: str) -> str:
+    """The figures folder beside ``results`` (``figures`` for ``results``, ``x/figures`` for
+    ``x/results``), or inside it where beside it is this folder's ``figures`` and
+    ``results`` is not ``results``: another results folder never overwrites ./figures."""
+    beside = Path(results).parent / "figures"
+    here = Path("figures").resolve()
+    if beside.resolve() == here and Path(results).resolve() != Path("results").resolve():
+        return str(Path(results) / "figures")
+    return str(beside)
+
+
 def parse_duration(text: str) -> float:
     """Seconds in '2h', '90m', '1h30m', '45s' or a plain number of seconds."""
     value = text.strip().lower()
@@ -253,8 +265,8 @@ def main(args: argparse.Namespace) -> int:
     from fruit.profiles import load_profile
 
     started = time.time()  # a time limit counts from here, cluster start-up included
-    if args.figures is None:  # beside the results folder
-        args.figures = str(Path(args.results).parent / "figures")
+    if args.figures is None:
+        args.figures = default_figures(args.results)
     from fruit.experiments.execution.worker import allocator_environment
 
     allocator = allocator_environment()  # before a Dask nanny adds its own to os.environ

@@ -19,6 +19,8 @@ from fruit.io import check_folder, disk_full
 # A LocalCluster of more workers than this many per CPU core only thrashes (each worker
 # is a process that starts notebook kernels).
 WORKERS_PER_CORE = 4
+# The notebook the sweep executes after the runs, found beside the train notebook.
+REPORT_NOTEBOOK = "report"
 
 
 def check_run_options(args) -> None:
@@ -28,7 +30,8 @@ def check_run_options(args) -> None:
       here (a LocalCluster); with ``--scheduler``/``--cluster`` the workers may have GPUs
       this machine lacks, so only the spelling is checked;
     * ``--workers`` (at most ``WORKERS_PER_CORE`` per CPU core) and ``--threads``;
-    * ``--notebook``, when given, is a file;
+    * ``--notebook``, when given, is a notebook, with report.ipynb beside it unless
+      ``--skip-reports``;
     * with ``--cluster``, the jobs' walltime (``--walltime``, else the Dask config's):
       a walltime and long enough to train;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
@@ -53,6 +56,12 @@ def check_run_options(args) -> None:
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")
     if notebook:
         check_notebook(notebook, "--notebook")
+        report = Path(notebook).with_name(f"{REPORT_NOTEBOOK}.ipynb")  # run after the runs
+        if not getattr(args, "skip_reports", False) and not report.is_file():
+            raise FruitError(
+                f"--notebook {notebook!r}: no {report.name} beside it for the reports after "
+                f"the runs; put one there (notebooks/{report.name}) or add --skip-reports"
+            )
     if getattr(args, "dry_run", False):  # writes nothing, but reads the run records there
         results = Path(args.results)
         if results.exists() and not results.is_dir():

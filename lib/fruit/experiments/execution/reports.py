@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fruit.errors import FruitError, StageFailed
+from fruit.experiments.clusters.checks import REPORT_NOTEBOOK
 from fruit.experiments.execution.worker import RunFailed, execute_report
 
-REPORT_NOTEBOOK = "report"
 POLL_SECONDS = 0.2  # how often the wait for the report notebook looks for a stop
 
 
@@ -87,7 +87,8 @@ def run_reports(
             future.cancel()
             raise ReportsStopped(
                 "reports stopped: every run is recorded; the same command (or `fruit report "
-                f"--profile {profile_reference(profile)} --results {results_dir}`) makes them"
+                f"--profile {profile_reference(profile)} --results {results_dir} --out "
+                f"{tables_dir} --figures {figures_dir}`) makes them"
             )
         time.sleep(POLL_SECONDS)
     made = future.result()

@@ -310,8 +310,14 @@ class Sweep:
 
     def stop_reports(self) -> None:
         """Stop the report notebook (a signal during the reports: every run is already
-        recorded, and the same command, or `fruit report`, makes them later)."""
+        recorded, and the same command, or `fruit report`, makes them later); the end of
+        ``--time-limit`` stops them the same way."""
         self._reports_stopped = True
+
+    def _past_deadline(self) -> bool:
+        """The time limit's end has come (the reports stop there as at a signal)."""
+        deadline = self.deadlines.deadline
+        return deadline is not None and time.time() >= deadline
 
     def run_reports(self) -> list[Path]:
         """Execute report.ipynb (next to the train notebook) on the cluster: the same
@@ -327,5 +333,5 @@ class Sweep:
             allocator=self.allocator,
             resources=self.cluster.resources,
             say=self.say,
-            stopped=lambda: self._reports_stopped,
+            stopped=lambda: self._reports_stopped or self._past_deadline(),
         )

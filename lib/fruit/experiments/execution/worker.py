@@ -379,4 +379,9 @@ def execute_report(
         raise RunFailed(
             f"the {name} notebook failed: {e.ename}: {e.evalue} (see {executed})"
         ) from None
+    except Exception as e:  # kernel died, notebook unreadable, ...: one line, as for runs
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise RunFailed(
+            f"the {name} notebook failed: {type(e).__name__}: {first} (see {executed})"
+        ) from None
     return executed
