@@ -814,3 +814,16 @@ class _FakeCost:
         self.task, self.architecture = task, arch
         self.runs, self.core_hours, self.final_epochs_from = 2, 1.0, "assumed"
         self.left_core_hours, self.taken_over = None, ()
+
+
+def test_the_default_figures_folder_never_overwrites_the_checkouts(tmp_path, monkeypatch):
+    """--figures' default: beside the results folder, except where beside is this
+    folder's ./figures and --results is not ./results (then inside the results folder)."""
+    from fruit.commands.run import default_figures
+
+    monkeypatch.chdir(tmp_path)
+    assert default_figures("results") == "figures"
+    assert default_figures("build/reproduce/results") == "build/reproduce/figures"
+    assert default_figures("results-try") == "results-try/figures"
+    assert default_figures(str(tmp_path / "other")) == str(tmp_path / "other" / "figures")
+    assert default_figures(str(tmp_path / "results")) == str(tmp_path / "figures")
