@@ -223,6 +223,24 @@ def test_max_epochs_per_architecture(tmp_path: Path):
         load_profile(path)
 
 
+def test_progress_asks_a_growing_cluster_for_its_slots(monkeypatch):
+    """A batch-job cluster starts with no worker: the estimate follows the slots it has
+    now, asked at most every SLOTS_SECONDS, not the 1 it had at the start."""
+    from fruit.experiments.execution import progress as progress_module
+    from fruit.experiments.execution.progress import Progress
+
+    p = load_profile("paper")
+    left = search_specs(p, "passivization", "Tf")[1:5]  # 4 runs of 50 s
+    slots = [0]
+    progress = Progress(total=10, slots=lambda: slots[0], stream=None, label="paper")
+    progress.add_run(search_specs(p, "passivization", "Tf")[0], 50.0)
+    assert progress.estimate(left) == 4 * 50  # no worker yet: one slot
+    slots[0] = 4
+    assert progress.estimate(left) == 4 * 50  # asked again only after SLOTS_SECONDS
+    monkeypatch.setattr(progress_module, "SLOTS_SECONDS", 0.0)
+    assert progress.estimate(left) == 50  # the jobs started: four at once
+
+
 def test_progress_estimate_and_line():
     import io
 

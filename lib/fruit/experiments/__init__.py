@@ -17,5 +17,6 @@ ones below it:
   ``gpu_rates`` and ``gpu_sharing`` (core- and GPU-hours, runs per GPU).
 
 Model and training code runs inside the train notebook that each run executes, never in
-the sweep's process; from ``fruit.training`` the sweep takes only ``prepare_data``.
+the sweep's process; from ``fruit.training`` the sweep takes ``prepare_data`` and the
+run configuration (``fruit.training.config``: what a run folder records, for reuse).
 """

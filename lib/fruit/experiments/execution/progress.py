@@ -22,6 +22,7 @@ import heapq
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -44,11 +45,19 @@ def clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+SLOTS_SECONDS = 30.0  # how often a cluster is asked how many runs it holds at once
+
+
 class Progress:
     """Runs done / running / failed / left, and a time estimate from finished runs."""
 
-    def __init__(self, total: int, slots: int, stream: TextIO | None, label: str):
-        self.total, self.slots, self.stream, self.label = total, max(1, slots), stream, label
+    def __init__(
+        self, total: int, slots: int | Callable[[], int], stream: TextIO | None, label: str
+    ):
+        """``slots``: the runs at once, or a function that says how many there are now (a
+        batch-job cluster's grow as its jobs start)."""
+        self.total, self._slots, self.stream, self.label = total, slots, stream, label
+        self._slots_read: tuple[float, int] | None = None  # (when, how many) of a function
         self.done = self.failed = self.running = 0
         # architecture -> seconds per epoch of the runs this call finished / of the records
         self.seconds_per_epoch: dict[str, list[float]] = defaultdict(list)
@@ -153,6 +162,16 @@ class Progress:
             epochs = max(epochs - trained, 1.0 if like_final else 0.0)
         return rate * epochs
 
+    @property
+    def slots(self) -> int:
+        """The runs at once now (a function is asked at most every ``SLOTS_SECONDS``)."""
+        if not callable(self._slots):
+            return max(1, self._slots)
+        now = time.monotonic()
+        if self._slots_read is None or now - self._slots_read[0] >= SLOTS_SECONDS:
+            self._slots_read = (now, max(1, self._slots()))
+        return self._slots_read[1]
+
     def estimate(
         self, left: list[RunSpec], trained: dict[str, float] | None = None
     ) -> float | None:
@@ -165,7 +184,7 @@ class Progress:
         seconds = [self.run_seconds(s, trained.get(s.name, 0.0)) for s in left]
         if None in seconds:
             return None
-        free = [0.0] * self.slots  # when each slot is free again (a min-heap)
+        free = [0.0] * self.slots  # when each slot is free again (a min-heap); slots as now
         for run in seconds:
             heapq.heapreplace(free, free[0] + run)
         return max(free)

@@ -107,6 +107,8 @@ class Schedule:
             for spec, attempt, future in ended:
                 if future.status == "finished":
                     self._on_result(spec, attempt, future)
+                elif future.status == "cancelled":  # e.g. the scheduler's connection lost
+                    self._on_failure(spec, attempt, RuntimeError("cancelled by the scheduler"))
                 else:
                     self._on_failure(spec, attempt, future.exception())
         self.progress.running = 0

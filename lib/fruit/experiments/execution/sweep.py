@@ -250,7 +250,7 @@ class Sweep:
             self.say(f"removed {self.pause_file} (a pause request from an earlier call)")
         atomic_write_json(self.runs_root / "plan.json", plan(self.profile))
         result = SweepResult(total=planned_runs(self))
-        progress = Progress(result.total, self.cluster.slots(), self.stream, self.profile.name)
+        progress = Progress(result.total, self.cluster.slots, self.stream, self.profile.name)
         progress.learn_from_records(self.profile, self.results_dir, self.pairs)
         self.progress = progress
         schedule = Schedule(self, result, progress)

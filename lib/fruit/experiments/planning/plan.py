@@ -7,8 +7,9 @@ deterministically from the profile seed, so the same profile always means the sa
 from their own recorded seed; the final runs copy the winning trial's B and learning
 rate, choosing the trial with the lowest best validation cross-entropy.
 
-This module is plain Python (no Dask): planning, run-folder status and selection.
-Executing the runs is ``fruit.experiments.execution.sweep``.
+This module is plain Python (no Dask): the run specifications and the selection of the
+final runs' setting. Where each planned run stands is ``run_state``; executing the runs
+is ``fruit.experiments.execution.sweep``.
 """
 
 from __future__ import annotations
