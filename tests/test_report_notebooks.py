@@ -82,26 +82,16 @@ def test_figures_notebook(repo_root, fake_results, tmp_path):
         for cell in executed["cells"]
     ]
     assert sum(shown) == 2  # ours, then the paper's
-    (out / "smoke" / "bar-charts.png").unlink()
-    stale = tmp_path / "empty" / "runs"  # no runs: nothing drawn, and no older chart shown
+    stale, older = tmp_path / "empty" / "runs", tmp_path / "older"  # no runs, an old chart
     (stale / "smoke").mkdir(parents=True)
-    (out / "smoke" / "bar-charts.png").write_bytes(
-        (out / "paper-reported/bar-charts.png").read_bytes()
-    )
+    (older / "smoke").mkdir(parents=True)
+    (older / "smoke" / "bar-charts.png").write_bytes((out / "smoke/bar-charts.png").read_bytes())
     executed = execute(
         repo_root, "figures", tmp_path, results_dir=str(stale), profile="smoke",
-        output_dir=str(out), paper=False,
+        output_dir=str(older), paper=False,
     )  # fmt: skip
-    assert not any(
+    assert not any(  # nothing drawn, and the older chart not shown as if it were
         o.get("data", {}).get("image/png") for c in executed["cells"] for o in c.get("outputs", [])
-    )
-    execute(
-        repo_root,
-        "figures",
-        tmp_path,
-        results_dir=str(fake_results),
-        profile="smoke",
-        output_dir=str(out),
     )
     for stem, n_tasks in [
         ("smoke/bar-charts", 2),
