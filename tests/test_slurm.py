@@ -208,7 +208,7 @@ def test_smoke_sweep_through_slurm_equals_the_local_one(
     done = _sweep(tmp_path / "slurm", *_where("--walltime", "00:30:00"), env=slurm.env)
     print(f"\nsmoke sweep through Slurm: {time.monotonic() - start:.0f} s")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "slurm cluster: 1 job(s) x 1 run(s)" in done.stdout
+    assert "slurm: 1 job(s) x 1 run(s)" in done.stdout
     assert list(slurm.logs.glob("*.err")), f"no job log in {slurm.logs}"  # written there
     _assert_same_records(tmp_path / "slurm", reference, benchmark_script("same_runs"))
 

@@ -19,21 +19,15 @@ class Capacity:
 
 def dry_run_capacity(args) -> Capacity:
     """The runs at once of the cluster ``args`` (fruit run's options) would start."""
-    from fruit.experiments.clusters.cluster import job_walltime, runs_per_job
-    from fruit.experiments.planning.gpu_sharing import job_runs_per_gpu, local_layout
+    from fruit.experiments.clusters.cluster import job_layout, job_walltime
+    from fruit.experiments.planning.gpu_sharing import local_layout
 
     if args.cluster:
-        import dask
-
         kind, jobs, gpus = args.cluster, args.jobs or 1, args.gpus or 0
-        cores = args.cores or dask.config.get(f"jobqueue.{kind}.cores", None)
-        per_gpu = args.runs_per_gpu or job_runs_per_gpu(kind, gpus, cores)
-        runs = runs_per_job(gpus, per_gpu)
-        threads = args.threads or max(1, int(cores or 1) // runs)
-        shared = f" ({per_gpu} per GPU)" if gpus else ""
+        layout = job_layout(kind, gpus, args.cores, args.runs_per_gpu, args.threads)
         return Capacity(
-            jobs * runs,
-            f"{kind}: {jobs} job(s) x {runs} run(s){shared}, {threads} torch thread(s) each",
+            jobs * layout.runs,
+            layout.describe(kind, jobs, gpus),
             jobs * gpus,
             job_walltime(kind, args.walltime),
         )

@@ -403,6 +403,38 @@ def runs_per_job(gpus: int, per_gpu: int = 1) -> int:
     return max(1, gpus * max(1, per_gpu))
 
 
+@dataclass(frozen=True)
+class JobLayout:
+    """What one batch job holds: ``runs`` workers of one run each, ``per_gpu`` of them per
+    GPU (1 without GPUs), each run with ``threads`` torch threads."""
+
+    per_gpu: int
+    runs: int
+    threads: int
+
+    def describe(self, kind: str, jobs: int, gpus: int) -> str:
+        shared = f" ({self.per_gpu} per GPU)" if gpus else ""
+        return (
+            f"{kind}: {jobs} job(s) x {self.runs} run(s){shared}, "
+            f"{self.threads} torch thread(s) each"
+        )
+
+
+def job_layout(
+    kind: str, gpus: int, cores: int | None, runs_per_gpu: int | None, threads: int | None
+) -> JobLayout:
+    """The layout of a job of ``cores`` cores (else the Dask config's, else 1) and
+    ``gpus`` GPUs: ``runs_per_gpu`` (else the model's choice for the cores,
+    ``job_runs_per_gpu``) runs per GPU, and ``threads`` (else the cores shared between the
+    runs). What ``fruit run`` starts and what its ``--dry-run`` counts."""
+    import dask
+
+    cores = cores or dask.config.get(f"jobqueue.{kind}.cores", None) or 1
+    per_gpu = runs_per_gpu or job_runs_per_gpu(kind, gpus, cores)
+    runs = runs_per_job(gpus, per_gpu)
+    return JobLayout(per_gpu, runs, threads or max(1, int(cores) // runs))
+
+
 def connect_jobqueue(
     kind: str, jobs: int, threads: int | None = None, dashboard: bool = True, **options: Any
 ) -> Cluster:
@@ -424,8 +456,10 @@ def connect_jobqueue(
     gpus = options.get("gpus") or 0
     walltime = job_walltime(kind, options.get("walltime"))
     logs = dask.config.get(f"jobqueue.{kind}.log-directory", None) or "the folder fruit runs in"
-    per_gpu = options.pop("gpu_runs", None) or job_runs_per_gpu(kind, gpus, options.get("cores"))
-    cluster = jobqueue_cluster(kind, jobs=jobs, dashboard=dashboard, gpu_runs=per_gpu, **options)
+    layout = job_layout(kind, gpus, options.get("cores"), options.pop("gpu_runs", None), threads)
+    cluster = jobqueue_cluster(
+        kind, jobs=jobs, dashboard=dashboard, gpu_runs=layout.per_gpu, **options
+    )
     submissions = cluster.job_cls.submissions
     # the first jobs' submissions, before anything waits for their workers: a refusal for
     # good (no such partition, more memory than a node has) ends the command here
@@ -436,16 +470,10 @@ def connect_jobqueue(
             f"--cluster {kind}: the batch system refuses the jobs: {submissions.refused}"
         )
     client = Client(cluster)
-    runs = runs_per_job(gpus, per_gpu)
-    if threads is None:
-        cores = options.get("cores") or dask.config.get(f"jobqueue.{kind}.cores", None) or 1
-        threads = max(1, int(cores) // runs)
     result = Cluster(
         client,
-        f"{kind} cluster: {jobs} job(s) x {runs} run(s)"
-        + (f" ({per_gpu} per GPU)" if gpus else "")
-        + f", {threads} torch thread(s) per run",
-        threads,
+        layout.describe(kind, jobs, gpus),
+        layout.threads,
         dict(RUN_RESOURCE),
         dashboard=_listening_link(cluster) if dashboard and dashboard_available() else None,
         walltime=walltime,
