@@ -32,4 +32,11 @@ def test_data_notebook_runs(repo_root, tmp_path, capsys):
     text = out.read_text()
     assert "passivization: read from" in text
     assert "hierarchical" in text and "median_length" in text
-    assert "train~test" in text and "ok" in text  # the statistics table, train against test
+    cells = json.loads(text)["cells"]
+    (stats,) = [c for c in cells if "compare_examples(" in "".join(c["source"])]
+    html = "".join(
+        "".join(o["data"]["text/html"])
+        for o in stats["outputs"]
+        if "text/html" in o.get("data", {})
+    )
+    assert "<th>ok</th>" in html and ">train~test<" in html and ">gen<" in html  # the table

@@ -845,3 +845,20 @@ def test_the_default_figures_folder_never_overwrites_the_checkouts(tmp_path, mon
     assert default_figures("results-try") == "results-try/figures"
     assert default_figures(str(tmp_path / "other")) == str(tmp_path / "other" / "figures")
     assert default_figures(str(tmp_path / "results")) == str(tmp_path / "figures")
+
+
+def test_reports_cut_by_the_time_limit_stall_only_a_call_that_did_nothing_else():
+    """The time limit ended the reports: after a call that trained (progressed) the same
+    command goes on (75: it will find only the reports to do); a call that had only the
+    reports to do would end the same way again (2), so a retry loop ends."""
+    from fruit.commands.run import EXIT_PAUSED, exit_status
+    from fruit.experiments.execution.outcome import SweepResult
+
+    cut = SweepResult(total=2, found_complete=2, reports_stopped=True, reports_out_of_time=True)
+    assert cut.stalled and exit_status(cut) == 2
+    trained = SweepResult(
+        total=2, trained=2, progressed=True, reports_stopped=True, reports_out_of_time=True
+    )
+    assert not trained.stalled and exit_status(trained) == EXIT_PAUSED
+    signalled = SweepResult(total=2, found_complete=2, reports_stopped=True)
+    assert not signalled.stalled and exit_status(signalled) == EXIT_PAUSED

@@ -404,3 +404,12 @@ def test_a_report_clears_what_a_killed_report_left_half_written(tmp_path):
         (folder / dead).write_bytes(b"")
     reporting.report(results, "smoke", tmp_path / "tables", tmp_path / "figures")
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_no_tables_no_tables_file(tmp_path):
+    """A profile without finished final runs gets no tables.md (an empty file read as a
+    table of nothing)."""
+    from fruit.reporting import write_tables
+
+    assert write_tables({}, tmp_path / "none") == []
+    assert not (tmp_path / "none" / "tables.md").exists()

@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--figures",
         help="figures folder (default: figures beside the results folder, so ./figures for "
         "the default results; a --results that is another folder here, e.g. results-try, "
-        "gets results-try/figures: another --results never overwrites ./figures)",
+        "gets results-try/figures: another --results, unless it is this folder itself, never "
+        "overwrites ./figures)",
     )
     parser.add_argument("--data-dir", help="data folder (default: data/<profile>)")
     parser.add_argument("--notebook", help="the train notebook (default: notebooks/train.ipynb)")
@@ -364,7 +365,14 @@ def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
             result = sweep.run()
     finally:
         cluster.close()
-    if result.stalled:
+    if result.stalled and result.reports_out_of_time:
+        print(
+            f"fruit: error: every run is recorded, but the reports did not finish under "
+            f"--time-limit {args.time_limit}: the same command would end the same way; give a "
+            f"longer --time-limit, or make them with fruit report (as the line above says)",
+            file=sys.stderr,
+        )
+    elif result.stalled:
         ready = None if sweep.ready_at is None else sweep.ready_at - started
         print(stalled_message(args.time_limit, ready), file=sys.stderr)
     return exit_status(result)

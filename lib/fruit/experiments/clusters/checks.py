@@ -31,7 +31,7 @@ def check_run_options(args) -> None:
       this machine lacks, so only the spelling is checked;
     * ``--workers`` (at most ``WORKERS_PER_CORE`` per CPU core) and ``--threads``;
     * ``--notebook``, when given, is a notebook, with report.ipynb beside it unless
-      ``--skip-reports``;
+      ``--skip-reports`` (or ``--dry-run``);
     * with ``--cluster``, the jobs' walltime (``--walltime``, else the Dask config's):
       a walltime and long enough to train;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
@@ -57,7 +57,8 @@ def check_run_options(args) -> None:
     if notebook:
         check_notebook(notebook, "--notebook")
         report = Path(notebook).with_name(f"{REPORT_NOTEBOOK}.ipynb")  # run after the runs
-        if not getattr(args, "skip_reports", False) and not report.is_file():
+        runs_reports = not (getattr(args, "skip_reports", False) or getattr(args, "dry_run", False))
+        if runs_reports and not report.is_file():
             raise FruitError(
                 f"--notebook {notebook!r}: no {report.name} beside it for the reports after "
                 f"the runs; put one there (notebooks/{report.name}) or add --skip-reports"

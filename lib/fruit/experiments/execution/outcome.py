@@ -34,13 +34,18 @@ class SweepResult:
     # command would do nothing again (``stalled``)
     progressed: bool = False
     time_limited: bool = False  # the sweep ended at its time limit (not on request)
-    reports_stopped: bool = False  # a signal stopped the reports (every run is recorded)
+    # a signal or the time limit's end stopped the reports (every run is recorded)
+    reports_stopped: bool = False
+    reports_out_of_time: bool = False  # the time limit's end stopped them
 
     @property
     def stalled(self) -> bool:
-        """Runs are left, the time limit ended the sweep, and nothing moved on: a call
-        under the same limit would end the same way (``fruit run`` exits 2, not 75)."""
-        return self.ok and self.left > 0 and self.time_limited and not self.progressed
+        """Runs are left, the time limit ended the sweep, and nothing moved on; or the
+        reports were all that was left and the limit ended them: a call under the same
+        limit would end the same way (``fruit run`` exits 2, not 75)."""
+        if not self.ok or self.progressed:
+            return False
+        return (self.left > 0 and self.time_limited) or self.reports_out_of_time
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,8 @@ POLL_SECONDS = 0.2  # how often the wait for the report notebook looks for a sto
 
 
 class ReportsStopped(Exception):
-    """A signal stopped the report notebook (every run is recorded)."""
+    """A signal or the time limit's end stopped the report notebook (every run is
+    recorded)."""
 
 
 def profile_reference(profile) -> str:
@@ -56,7 +57,8 @@ def run_reports(
     """Execute the report notebook found in ``notebook_dir`` (next to the train notebook)
     on ``client``'s cluster for ``profile`` (``fruit.profiles.Profile``); returns the
     executed copy's path. A failing report is a ``StageFailed`` (exit status 1); a wait
-    that ``stopped()`` ends (a signal) is ``ReportsStopped`` (exit status 75)."""
+    that ``stopped()`` ends (a signal, the time limit's end) is ``ReportsStopped`` (exit
+    status 75; 2 where the reports were all a call had to do: ``SweepResult.stalled``)."""
     source = notebook_dir / f"{REPORT_NOTEBOOK}.ipynb"
     if not source.is_file():
         raise FruitError(

@@ -290,6 +290,7 @@ class Sweep:
                     result.reports = self.run_reports()
                 except ReportsStopped as e:
                     result.reports_stopped = True
+                    result.reports_out_of_time = not self._reports_stopped  # not a signal
                     self.say(str(e))
             elif result.ok:
                 self.say("tables and figures not made: runs are left (see above)")
