@@ -172,6 +172,25 @@ def test_unknown_profile_lists_the_profiles(tmp_path):
         load_runs(tmp_path / "empty", "quick")
 
 
+def test_a_notebooks_profile_parameter_resolves_to_source_name_and_settings(tmp_path):
+    """Names stay names (settings None when no profile ships under it); a file's path is read
+    from the root given, and its runs are under the name the file declares."""
+    shipped = reporting.resolve_profile("smoke", tmp_path)
+    assert shipped[:2] == ("smoke", "smoke") and shipped.settings.name == "smoke"
+    assert reporting.resolve_profile("mine", tmp_path) == ("mine", "mine", None)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "file.toml").write_text(
+        f'name = "declared"\ndescription = "one pair"\ntasks = ["{QF}"]\narchitectures = ["Tf"]\n'
+        "[data]\ntrain = 10\ndev = 10\ntest = 10\ngen = 10\n[search]\ntrials = 0\n"
+        "[final]\nruns = 2\nmax_epochs = 1\nbatch_tokens = 512\nlearning_rate = 0.001\n"
+    )
+    source, name, settings = reporting.resolve_profile("p/file.toml", tmp_path)
+    assert (source, name) == (str(tmp_path / "p" / "file.toml"), "declared")
+    assert settings.pairs == ((QF, "Tf"),)
+    with pytest.raises(FruitError, match="profile file .*gone.toml.* does not exist"):
+        reporting.resolve_profile("p/gone.toml", tmp_path)
+
+
 def test_bad_metrics_json_names_the_file(tmp_path):
     run = write_run(tmp_path, "smoke", QF, "Tf", 0, *metrics(0.9, 0.2, 0.3, 0.5, 0.5))
     (run / "metrics.json").write_text("{not json")

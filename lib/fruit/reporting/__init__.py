@@ -29,7 +29,13 @@ from fruit.reporting.charts import (
     write_paper_figures,
 )
 from fruit.reporting.figures import figure_pixels
-from fruit.reporting.load import load_tables, paper_tables, profile_settings, tables_from_runs
+from fruit.reporting.load import (
+    load_tables,
+    paper_tables,
+    profile_settings,
+    resolve_profile,
+    tables_from_runs,
+)
 from fruit.reporting.pipeline import left_out, report, summary
 from fruit.reporting.runs import ARCHITECTURE_ORDER, COLUMNS, PAPER_TASK_ORDER, TASK_ORDER
 from fruit.reporting.tables import PAPER, Cell, Row, Table, bar_chart_data, scale_note
@@ -59,6 +65,7 @@ __all__ = [
     "paper_tables",
     "profile_settings",
     "report",
+    "resolve_profile",
     "scale_note",
     "summary",
     "tables_from_runs",

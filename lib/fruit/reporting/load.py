@@ -5,8 +5,10 @@ numbers."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from fruit.errors import FruitError
+from fruit.profiles import Profile, is_profile_path, load_profile
 from fruit.reporting.runs import ARCHITECTURE_ORDER, PAPER_TASK_ORDER, load_runs
 from fruit.reporting.tables import Table, aggregate, paper_table, tasks_with_runs
 
@@ -15,11 +17,30 @@ def profile_settings(profile: str):
     """The shipped or file profile of that name (``fruit.profiles.Profile``), or None if it
     cannot be read (reporting then works from the run folders alone)."""
     try:
-        from fruit.profiles import load_profile
-
         return load_profile(profile)
-    except (ImportError, FruitError):
+    except FruitError:
         return None
+
+
+class ProfileRef(NamedTuple):
+    """A notebook's ``profile`` parameter, resolved once."""
+
+    source: str  # what the loaders take: a shipped profile's name, or a profile file's path
+    name: str  # the folder of its runs and outputs (``<dir>/<name>/``)
+    settings: Profile | None  # None: no shipped profile of that name
+
+
+def resolve_profile(profile: str, root: str | Path) -> ProfileRef:
+    """``profile`` as a notebook's parameters give it: a shipped profile's name, or the path
+    of a profile file, relative to the repository ``root`` (a file's runs and outputs are
+    under the name it declares). A file that cannot be read raises ``FruitError``; a name
+    that is no shipped profile is kept as it is (reporting then works from the run folders
+    alone, as ``profile_settings`` does)."""
+    if is_profile_path(profile):
+        source = str(Path(root) / profile)
+        settings = load_profile(source)
+        return ProfileRef(source, settings.name, settings)
+    return ProfileRef(profile, profile, profile_settings(profile))
 
 
 def load_tables(
