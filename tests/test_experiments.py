@@ -837,7 +837,7 @@ class _FakeCost:
 def test_the_default_figures_folder_never_overwrites_the_checkouts(tmp_path, monkeypatch):
     """--figures' default: beside the results folder, except where beside is this
     folder's ./figures and --results is not ./results (then inside the results folder)."""
-    from fruit.commands.run import default_figures
+    from fruit.experiments.options import default_figures
 
     monkeypatch.chdir(tmp_path)
     assert default_figures("results") == "figures"

@@ -222,16 +222,13 @@ def test_an_os_error_without_a_path_is_still_one_line():
 
 
 def test_run_options_are_checked_once_before_the_sweep(tmp_path):
-    from types import SimpleNamespace
-
     from fruit.errors import FruitError
     from fruit.experiments.clusters.checks import check_run_options
+    from fruit.experiments.options import RunOptions
 
     def options(**kw):
-        base = dict(device="cpu", workers=None, threads=None, scheduler=None, cluster=None,
-                    dry_run=False, skip_reports=False, results=str(tmp_path / "r"),
-                    figures=str(tmp_path / "f"))  # fmt: skip
-        return SimpleNamespace(**{**base, **kw})
+        base = dict(device="cpu", results=str(tmp_path / "r"), figures=str(tmp_path / "f"))
+        return RunOptions(**{**base, **kw})
 
     check_run_options(options())
     with pytest.raises(FruitError, match="unknown device 'gpu'; valid choices: auto, cpu, cuda"):

@@ -297,17 +297,13 @@ def test_the_dry_runs_gpu_line_follows_the_runs_per_gpu_of_the_cluster(tmp_path:
 def test_a_too_short_walltime_from_the_dask_config_is_refused_before_any_job(tmp_path):
     """No --walltime: the Dask config's is the jobs' walltime, held to the same minimum by
     fruit run's checks before a cluster starts."""
-    import argparse
-
     import dask
 
     from fruit.experiments.clusters.checks import check_run_options
+    from fruit.experiments.options import RunOptions
 
-    args = argparse.Namespace(
-        device="cpu", workers=None, threads=None, data_dir=None, notebook=None,
-        dry_run=False, results=str(tmp_path / "results"), figures=str(tmp_path / "figures"),
-        skip_reports=False, cluster="slurm", scheduler=None, walltime=None,
-    )  # fmt: skip
+    args = RunOptions(device="cpu", results=str(tmp_path / "results"),
+                      figures=str(tmp_path / "figures"), cluster="slurm")  # fmt: skip
     with dask.config.set({"jobqueue.slurm.walltime": "1"}):  # Slurm: one minute
         with pytest.raises(FruitError, match="walltime '1' is 60 s, too short for a job"):
             check_run_options(args)

@@ -14,6 +14,7 @@ from pathlib import Path
 from fruit.device import DEVICE_CHOICES
 from fruit.errors import FruitError, check_split_size
 from fruit.experiments.clusters.checks import check_options_take_effect, check_run_options
+from fruit.experiments.options import RunOptions
 from fruit.experiments.planning.gpu_sharing import check_gpu_options
 
 # fruit run's exit status: every planned run finished (and the reports were made) 0; a
@@ -161,46 +162,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--account", help="jobqueue: account / project")
 
 
-def _cluster(args):
+def _cluster(options: RunOptions):
+    """The cluster the runs execute on: an existing scheduler, batch jobs or a LocalCluster."""
     from fruit.experiments.clusters import cluster as ec
 
-    if args.scheduler and args.cluster:
+    if options.scheduler and options.cluster:
         raise FruitError("give either --scheduler or --cluster, not both")
-    if args.scheduler:
-        return ec.attach(args.scheduler, threads=args.threads or 1, dashboard=args.dashboard)
-    if args.cluster:
-        options = {k: getattr(args, k) for k in ("cores", "memory", "walltime")}
-        options["gpus"] = args.gpus or 0
-        options["gpu_runs"] = args.runs_per_gpu
-        if args.queue:
-            options["queue"] = args.queue
-        if args.account:
-            options["account"] = args.account
+    if options.scheduler:
+        return ec.attach(
+            options.scheduler, threads=options.threads or 1, dashboard=options.dashboard
+        )
+    if options.cluster:
+        job = {k: getattr(options, k) for k in ("cores", "memory", "walltime")}
+        job["gpus"] = options.gpus or 0
+        job["gpu_runs"] = options.runs_per_gpu
+        if options.queue:
+            job["queue"] = options.queue
+        if options.account:
+            job["account"] = options.account
         return ec.connect_jobqueue(
-            args.cluster,
-            jobs=args.jobs or 1,
-            threads=args.threads,
-            dashboard=args.dashboard,
-            **options,
+            options.cluster,
+            jobs=options.jobs or 1,
+            threads=options.threads,
+            dashboard=options.dashboard,
+            **job,
         )
     return ec.local_cluster(
-        workers=args.workers,
-        threads=args.threads or 1,
-        device=args.device,
-        dashboard=args.dashboard,
-        gpu_runs=args.runs_per_gpu,
+        workers=options.workers,
+        threads=options.threads or 1,
+        device=options.device,
+        dashboard=options.dashboard,
+        gpu_runs=options.runs_per_gpu,
     )
 
 
-def check_counts(args: argparse.Namespace) -> None:
+def check_counts(options: RunOptions) -> None:
     """One-line errors for counts that would leave the sweep waiting for ever."""
     for name, minimum in (("workers", 1), ("threads", 1), ("jobs", 1), ("cores", 1), ("gpus", 0)):
-        value = getattr(args, name)
+        value = getattr(options, name)
         if value is not None and value < minimum:
             what = "a positive integer" if minimum else "0 or more"
             raise FruitError(f"--{name} must be {what}, not {value}")
-    if args.retries < 0:
-        raise FruitError(f"--retries must be 0 or more, not {args.retries}")
+    if options.retries < 0:
+        raise FruitError(f"--retries must be 0 or more, not {options.retries}")
 
 
 def selected_pairs(profile, tasks, architectures):
@@ -223,17 +227,6 @@ def selected_pairs(profile, tasks, architectures):
         for t, a in pairs
         if (not tasks or t in tasks) and (not architectures or a in architectures)
     )
-
-
-def default_figures(results: str) -> str:
-    """The figures folder beside ``results`` (``figures`` for ``results``, ``x/figures`` for
-    ``x/results``), or inside it where beside it is this folder's ``figures`` and
-    ``results`` is not ``results``: another results folder never overwrites ./figures."""
-    beside = Path(results).parent / "figures"
-    here = Path("figures").resolve()
-    if beside.resolve() == here and Path(results).resolve() != Path("results").resolve():
-        return str(Path(results) / "figures")
-    return str(beside)
 
 
 def parse_duration(text: str) -> float:
@@ -266,23 +259,22 @@ def main(args: argparse.Namespace) -> int:
     from fruit.profiles import load_profile
 
     started = time.time()  # a time limit counts from here, cluster start-up included
-    if args.figures is None:
-        args.figures = default_figures(args.results)
+    options = RunOptions.from_args(args)  # typed, the figures folder resolved
     from fruit.experiments.execution.worker import allocator_environment
 
     allocator = allocator_environment()  # before a Dask nanny adds its own to os.environ
-    check_counts(args)
-    time_limit = None if args.time_limit is None else parse_duration(args.time_limit)
-    if args.published is not None and not Path(args.published).is_dir():
-        raise FruitError(f"--published {args.published!r} is not a folder")
-    profile = load_profile(args.profile)
+    check_counts(options)
+    time_limit = None if options.time_limit is None else parse_duration(options.time_limit)
+    if options.published is not None and not Path(options.published).is_dir():
+        raise FruitError(f"--published {options.published!r} is not a folder")
+    profile = load_profile(options.profile)
     for split, size in profile.sizes.items():  # what each run will read (dev: every checkpoint)
         check_split_size(split, size)
-    only = selected_pairs(profile, args.task, args.architecture)
-    check_options_take_effect(args, profile)
-    check_run_options(args)  # the device once, worker counts, writable folders, --notebook
-    check_gpu_options(args)
-    if args.dry_run:
+    only = selected_pairs(profile, options.task, options.architecture)
+    check_options_take_effect(options, profile)
+    check_run_options(options)  # the device once, worker counts, writable folders, --notebook
+    check_gpu_options(options)
+    if options.dry_run:
         from fruit.experiments.clusters.capacity import dry_run_capacity
         from fruit.experiments.planning.cost import describe
         from fruit.experiments.planning.gpu_rates import dry_run_cards
@@ -301,10 +293,12 @@ def main(args: argparse.Namespace) -> int:
             f"{len(pairs) * profile.search_trials} search runs + {len(pairs) * profile.final_runs} "
             f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
         )
-        capacity = dry_run_capacity(args)  # as --cluster/--jobs/--cores/--gpus would start
+        capacity = dry_run_capacity(options)  # as --cluster/--jobs/--cores/--gpus would start
         if capacity.walltime is not None:
             given = (
-                "--walltime" if args.walltime else "not given: the Dask config's, else 30 minutes"
+                "--walltime"
+                if options.walltime
+                else "not given: the Dask config's, else 30 minutes"
             )
             print(
                 f"walltime per job: {capacity.walltime / 3600:.2f} h ({given}); runs pause before "
@@ -315,21 +309,21 @@ def main(args: argparse.Namespace) -> int:
                 profile,
                 workers=capacity.runs,
                 pairs=pairs,
-                results_dir=args.results,
-                gpu_cards=dry_run_cards(args.gpu_card),
-                runs_per_gpu=args.runs_per_gpu,
+                results_dir=options.results,
+                gpu_cards=dry_run_cards(options.gpu_card),
+                runs_per_gpu=options.runs_per_gpu,
                 where=capacity.where,
                 gpus=capacity.gpus,
             )
         )
         return 0
 
-    cluster = _cluster(args)
+    cluster = _cluster(options)
     note = cluster.dashboard_note()
     if note:
         print(note, flush=True)
     try:
-        return _sweep(args, profile, cluster, time_limit, started, only, allocator)
+        return _sweep(options, profile, cluster, time_limit, started, only, allocator)
     except KeyboardInterrupt as e:  # a second signal (the first pauses): cluster closed
         signum = getattr(e, "signum", EXIT_STOPPED - 128)
         print(
@@ -340,7 +334,7 @@ def main(args: argparse.Namespace) -> int:
         return 128 + signum
 
 
-def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
+def _sweep(options, profile, cluster, time_limit, started, only, allocator) -> int:
     """The sweep on ``cluster`` (closed at the end, whatever happens); its exit status."""
     from fruit.experiments.execution.sweep import Sweep
 
@@ -348,14 +342,14 @@ def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
         sweep = Sweep(
             profile,
             cluster,
-            results_dir=args.results,
-            data_dir=args.data_dir,
-            notebook=args.notebook or default_notebook(),
-            device=args.device,
-            retries=args.retries,
-            reports=not args.skip_reports,
-            published_dir=args.published,
-            figures_dir=args.figures,
+            results_dir=options.results,
+            data_dir=options.data_dir,
+            notebook=options.notebook or default_notebook(),
+            device=options.device,
+            retries=options.retries,
+            reports=not options.skip_reports,
+            published_dir=options.published,
+            figures_dir=options.figures,
             time_limit=_time_left(time_limit, started),
             only=only,
             allocator=allocator,
@@ -368,13 +362,13 @@ def _sweep(args, profile, cluster, time_limit, started, only, allocator) -> int:
     if result.stalled and result.reports_out_of_time:
         print(
             f"fruit: error: every run is recorded, but the reports did not finish under "
-            f"--time-limit {args.time_limit}: the same command would end the same way; give a "
+            f"--time-limit {options.time_limit}: the same command would end the same way; give a "
             f"longer --time-limit, or make them with fruit report (as the line above says)",
             file=sys.stderr,
         )
     elif result.stalled:
         ready = None if sweep.ready_at is None else sweep.ready_at - started
-        print(stalled_message(args.time_limit, ready), file=sys.stderr)
+        print(stalled_message(options.time_limit, ready), file=sys.stderr)
     return exit_status(result)
 
 

@@ -16,6 +16,9 @@ ones below it:
   stands, from its folder), ``reuse`` (runs taken over from another profile), ``cost``,
   ``gpu_rates`` and ``gpu_sharing`` (core- and GPU-hours, runs per GPU).
 
+Beside them, ``options``: ``RunOptions``, ``fruit run``'s options as one typed value,
+which all three parts may read.
+
 Model and training code runs inside the train notebook that each run executes, never in
 the sweep's process; from ``fruit.training`` the sweep takes ``prepare_data`` and the
 run configuration (``fruit.training.config``: what a run folder records, for reuse).

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from fruit.experiments.options import RunOptions
+
 
 @dataclasses.dataclass(frozen=True)
 class Capacity:
@@ -17,23 +19,23 @@ class Capacity:
     walltime: float | None = None  # seconds of each batch job
 
 
-def dry_run_capacity(args) -> Capacity:
-    """The runs at once of the cluster ``args`` (fruit run's options) would start."""
+def dry_run_capacity(options: RunOptions) -> Capacity:
+    """The runs at once of the cluster ``options`` would start."""
     from fruit.experiments.clusters.cluster import job_layout, job_walltime
     from fruit.experiments.planning.gpu_sharing import local_layout
 
-    if args.cluster:
-        kind, jobs, gpus = args.cluster, args.jobs or 1, args.gpus or 0
-        layout = job_layout(kind, gpus, args.cores, args.runs_per_gpu, args.threads)
+    if options.cluster:
+        kind, jobs, gpus = options.cluster, options.jobs or 1, options.gpus or 0
+        layout = job_layout(kind, gpus, options.cores, options.runs_per_gpu, options.threads)
         return Capacity(
             jobs * layout.runs,
             layout.describe(kind, jobs, gpus),
             jobs * gpus,
-            job_walltime(kind, args.walltime),
+            job_walltime(kind, options.walltime),
         )
-    if args.scheduler:  # its workers are not asked: nothing is contacted by a dry-run
+    if options.scheduler:  # its workers are not asked: nothing is contacted by a dry-run
         return Capacity(2, "2 workers (an existing scheduler's workers are not counted)")
-    threads = args.threads or 1
-    workers, per_gpu = local_layout(args.workers, threads, args.device, args.runs_per_gpu)
+    threads = options.threads or 1
+    workers, per_gpu = local_layout(options.workers, threads, options.device, options.runs_per_gpu)
     shared = f", {per_gpu} per GPU" if per_gpu else ""
     return Capacity(workers, f"this machine: {workers} worker(s){shared}, {threads} thread(s) each")

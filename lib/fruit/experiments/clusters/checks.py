@@ -1,9 +1,9 @@
 """``fruit run``'s checks before any cluster starts (docs/architecture.md §4): the device,
 the worker counts' upper bounds, and folders the sweep must write.
 
-One call, ``check_run_options(args)``, before the cluster starts: a bad value
-is a one-line FruitError naming it and the valid choices, instead of every run failing
-(and being retried) on the workers with the same error.
+One call, ``check_run_options(options)`` (a ``RunOptions``), before the cluster starts:
+a bad value is a one-line FruitError naming it and the valid choices, instead of every
+run failing (and being retried) on the workers with the same error.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fruit.device import check_device
 from fruit.errors import FruitError, StorageError, check_integer
+from fruit.experiments.options import RunOptions
 from fruit.io import check_folder, disk_full
 
 # A LocalCluster of more workers than this many per CPU core only thrashes (each worker
@@ -23,7 +24,7 @@ WORKERS_PER_CORE = 4
 REPORT_NOTEBOOK = "report"
 
 
-def check_run_options(args) -> None:
+def check_run_options(options: RunOptions) -> None:
     """The options of ``fruit run`` that the command line cannot check by itself.
 
     * ``--device``: spelled right always; present on this machine when the runs execute
@@ -37,40 +38,39 @@ def check_run_options(args) -> None:
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
       written; with ``--dry-run``, only that the results folder is not a file.
     """
-    local = not (getattr(args, "scheduler", None) or getattr(args, "cluster", None))
-    check_device(args.device, syntax_only=not local)
+    local = options.local
+    check_device(options.device, syntax_only=not local)
     cores = os.cpu_count() or 1
-    if local and args.workers is not None:
-        check_integer("--workers", args.workers, 1, WORKERS_PER_CORE * cores)
-    if args.threads is not None:
-        check_integer("--threads", args.threads, 1, max(cores, 1) * WORKERS_PER_CORE)
-    data_dir = getattr(args, "data_dir", None)
-    if data_dir:
-        check_folder(data_dir, "--data-dir")
-    if getattr(args, "cluster", None):
+    if local and options.workers is not None:
+        check_integer("--workers", options.workers, 1, WORKERS_PER_CORE * cores)
+    if options.threads is not None:
+        check_integer("--threads", options.threads, 1, max(cores, 1) * WORKERS_PER_CORE)
+    if options.data_dir:
+        check_folder(options.data_dir, "--data-dir")
+    if options.cluster:
         from fruit.experiments.clusters.cluster import job_walltime
 
-        job_walltime(args.cluster, getattr(args, "walltime", None))  # one line if bad
-    notebook = getattr(args, "notebook", None)
+        job_walltime(options.cluster, options.walltime)  # one line if bad
+    notebook = options.notebook
     if notebook and not Path(notebook).is_file():
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")
     if notebook:
         check_notebook(notebook, "--notebook")
         report = Path(notebook).with_name(f"{REPORT_NOTEBOOK}.ipynb")  # run after the runs
-        runs_reports = not (getattr(args, "skip_reports", False) or getattr(args, "dry_run", False))
+        runs_reports = not (options.skip_reports or options.dry_run)
         if runs_reports and not report.is_file():
             raise FruitError(
                 f"--notebook {notebook!r}: no {report.name} beside it for the reports after "
                 f"the runs; put one there (notebooks/{report.name}) or add --skip-reports"
             )
-    if getattr(args, "dry_run", False):  # writes nothing, but reads the run records there
-        results = Path(args.results)
+    if options.dry_run:  # writes nothing, but reads the run records there
+        results = Path(options.results)
         if results.exists() and not results.is_dir():
-            raise FruitError(f"--results {args.results!r} is not a folder")
+            raise FruitError(f"--results {options.results!r} is not a folder")
         return
-    folders = [Path(args.results)]
-    if not getattr(args, "skip_reports", False):
-        folders.append(Path(args.figures))
+    folders = [Path(options.results)]
+    if not options.skip_reports:
+        folders.append(Path(options.figures))
     for folder in folders:
         check_writable(folder)
 
@@ -79,13 +79,13 @@ def check_run_options(args) -> None:
 JOBQUEUE_OPTIONS = ("jobs", "cores", "memory", "walltime", "gpus", "queue", "account")
 
 
-def check_options_take_effect(args, profile) -> None:
+def check_options_take_effect(options: RunOptions, profile) -> None:
     """A one-line FruitError for an option that the other options given make do nothing
     (the user meant something that would not happen): the batch-job options without
     ``--cluster``, ``--workers`` with a cluster that is not started here, and
     ``--published`` for a profile that generates its data."""
-    if not getattr(args, "cluster", None):
-        given = [f"--{name}" for name in JOBQUEUE_OPTIONS if getattr(args, name, None) is not None]
+    if not options.cluster:
+        given = [f"--{name}" for name in JOBQUEUE_OPTIONS if getattr(options, name) is not None]
         if given:
             one = len(given) == 1
             raise FruitError(
@@ -93,17 +93,17 @@ def check_options_take_effect(args, profile) -> None:
                 f"slurm|pbs|sge and {'does' if one else 'do'} nothing without it; add "
                 f"--cluster, or leave {'it' if one else 'them'} out"
             )
-    elif args.workers is not None:
+    elif options.workers is not None:
         raise FruitError(
             "--workers sizes the LocalCluster on this machine and does nothing with "
             "--cluster; use --jobs and --gpus there"
         )
-    if getattr(args, "scheduler", None) and args.workers is not None:
+    if options.scheduler and options.workers is not None:
         raise FruitError(
             "--workers sizes the LocalCluster on this machine and does nothing with "
             "--scheduler (that cluster's workers run the runs); leave it out"
         )
-    if getattr(args, "published", None) is not None and profile.data_source != "published":
+    if options.published is not None and profile.data_source != "published":
         raise FruitError(
             f"--published reads published dev/test/gen files, but profile {profile.name} "
             f'generates its data ([data] source = "{profile.data_source}"); leave '

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 
 from fruit.errors import FruitError
+from fruit.experiments.options import RunOptions
 
 # The environment variable that tells a worker how many workers share each GPU, so that
 # worker i takes GPU i // k (fruit.experiments.execution.worker): set by fruit run on the workers it
@@ -143,32 +144,32 @@ def gpu_count() -> int:
         return 0
 
 
-def check_gpu_options(args) -> None:
+def check_gpu_options(options: RunOptions) -> None:
     """One-line errors for --runs-per-gpu out of range or doing nothing, and for a
     --gpu-card without a record (or without --dry-run, the only place it is read)."""
     from fruit.experiments.planning.gpu_rates import check_card
 
-    if args.gpu_card is not None:
-        check_card(args.gpu_card)
-        if not args.dry_run:
+    if options.gpu_card is not None:
+        check_card(options.gpu_card)
+        if not options.dry_run:
             raise FruitError("--gpu-card names the card of --dry-run's GPU-hours; add --dry-run")
-    k = args.runs_per_gpu
+    k = options.runs_per_gpu
     check_runs_per_gpu(k)
-    if k is None or args.dry_run:  # the dry-run's GPU-hours read it
+    if k is None or options.dry_run:  # the dry-run's GPU-hours read it
         return
-    if args.scheduler:
+    if options.scheduler:
         raise FruitError(
             "--runs-per-gpu places the workers fruit starts and does nothing with --scheduler; "
             "start that cluster's workers with dask worker --nworkers K per GPU instead"
         )
-    if args.cluster and not args.gpus:
+    if options.cluster and not options.gpus:
         raise FruitError("--runs-per-gpu shares the GPUs of each job: give --gpus N as well")
-    if args.cluster:
+    if options.cluster:
         return
-    if args.workers is not None:
+    if options.workers is not None:
         raise FruitError("give --workers or --runs-per-gpu, not both (workers = GPUs x runs)")
-    if args.device == "cpu" or gpu_count() == 0:
+    if options.device == "cpu" or gpu_count() == 0:
         raise FruitError(
             "--runs-per-gpu shares GPUs, but the runs go to the CPU here "
-            f"({'--device cpu' if args.device == 'cpu' else 'no CUDA GPU'}); leave it out"
+            f"({'--device cpu' if options.device == 'cpu' else 'no CUDA GPU'}); leave it out"
         )
