@@ -230,6 +230,39 @@ def initial_terms(bottom_log: Tensor, batch_size: int, X: int):
     return alpha0, psi0, eta0, chi0
 
 
+# The per-update quantities of a run's buffers, each (B, n+1, ...): entry t is written by
+# update t. The last three are scales, 1 where no update has written them yet.
+RUN_VECTORS = ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta")
+UNIT_SCALES = ("col_scale", "n_alpha", "n_eta")
+
+
+def start_run_vectors(buffers, bottom_log: Tensor, batch_size: int, n: int, X: int) -> None:
+    """Set ``buffers``' RUN_VECTORS for n updates: alpha (B, n+1, X), eta (B, n+1, X, m),
+    psi, chi, phi (B, n+1) zeros, the scales ones, and entry 0 the initial configuration."""
+    B, m = batch_size, bottom_log.size(0)
+    new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
+    buffers.alpha = torch.empty(B, n + 1, X, **new)
+    buffers.eta = torch.empty(B, n + 1, X, m, **new)
+    buffers.psi, buffers.chi, buffers.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
+    for name in UNIT_SCALES:
+        setattr(buffers, name, torch.ones(B, n + 1, **new))
+    with torch.no_grad():
+        terms = initial_terms(bottom_log, B, X)
+    buffers.alpha[:, 0], buffers.psi[:, 0], buffers.eta[:, 0], buffers.chi[:, 0] = terms
+
+
+def copy_run_vectors(source, target, n: int, pick) -> None:
+    """Set ``target``'s RUN_VECTORS with room for n updates, entries 0..min(n, source.n)
+    taken from ``source`` (rows ``pick(x)`` of each), the rest zeros (ones for scales)."""
+    keep = min(n, source.n)
+    for name in RUN_VECTORS:
+        x = pick(getattr(source, name))
+        shape = (x.size(0), n + 1) + x.shape[2:]
+        y = x.new_ones(shape) if name in UNIT_SCALES else x.new_zeros(shape)
+        y[:, : keep + 1] = x[:, : keep + 1]
+        setattr(target, name, y)
+
+
 def bottom_gradient(eta: Tensor, chi: Tensor, bottom_log: Tensor) -> Tensor:
     """Gradient of bottom_log (m,) from the adjoint eta (B, n+1, X, m) of a backward pass:
     eta[0] = 1[q0, bottom] exp(bottom_log - shift), shift = chi[0, 0]."""

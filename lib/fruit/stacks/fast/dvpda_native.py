@@ -43,10 +43,12 @@ from torch.autograd.function import once_differentiable
 from fruit.kernels import workspace
 from fruit.kernels.build import CSource
 from fruit.stacks.fast.dvpda_math import (
+    RUN_VECTORS,
     bottom_gradient,
     bottom_log_gradient,
+    copy_run_vectors,
     exp_shifted,
-    initial_terms,
+    start_run_vectors,
 )
 
 _idx, _ptr = ctypes.c_ssize_t, ctypes.c_void_p
@@ -128,22 +130,15 @@ class NativeBuffers:
 
     def __init__(self, lib, bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
         B, X, m = batch_size, Q * S, bottom_log.size(0)
-        new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
         self.lib, self.Q, self.S, self.m, self.n = lib, Q, S, m, n
         self.gamma = workspace.take(self, (B, lib.nd_table_size(Q, S, n)), bottom_log.dtype)
-        self.alpha = torch.empty(B, n + 1, X, **new)
-        self.eta = torch.empty(B, n + 1, X, m, **new)
-        self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
-        self.col_scale, self.n_alpha, self.n_eta = (torch.ones(B, n + 1, **new) for _ in range(3))
-        with torch.no_grad():
-            terms = initial_terms(bottom_log, B, X)
-        self.alpha[:, 0], self.psi[:, 0], self.eta[:, 0], self.chi[:, 0] = terms
+        start_run_vectors(self, bottom_log, B, n, X)
         self.prepared = {}  # t -> the inputs of update t, kept for its backward pass
 
     def struct(self) -> _Buffers:
         """The ctypes view of the buffers (made once: the tensors are never replaced)."""
         if getattr(self, "_struct", None) is None:
-            names = ("gamma", "alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta")
+            names = ("gamma", *RUN_VECTORS)
             views = (_p(getattr(self, k)) for k in names)
             self._struct = _Buffers(self.alpha.size(0), self.Q, self.S, self.m, self.n, *views)
         return self._struct
@@ -163,15 +158,7 @@ class NativeBuffers:
                 gamma.size(0), self.Q, self.S, _p(gamma), self.n, _p(out.gamma), n, keep
             )
         )
-        for name in ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta"):
-            x = pick(getattr(self, name))
-            y = (
-                x.new_ones((x.size(0), n + 1) + x.shape[2:])
-                if name in ("col_scale", "n_alpha", "n_eta")
-                else x.new_zeros((x.size(0), n + 1) + x.shape[2:])
-            )
-            y[:, : keep + 1] = x[:, : keep + 1]
-            setattr(out, name, y)
+        copy_run_vectors(self, out, n, pick)
         return out
 
     def step(

@@ -22,12 +22,13 @@ from fruit.stacks.fast.dvpda_math import (
     StepInputs,
     _positive,
     bottom_gradient,
+    copy_run_vectors,
     forward_weights,
-    initial_terms,
     new_gamma_column,
     pop_contraction_adjoint,
     pop_helper,
     reading_of,
+    start_run_vectors,
 )
 
 
@@ -39,38 +40,24 @@ class Buffers:
     rewritten."""
 
     def __init__(self, bottom_log: Tensor, batch_size: int, n: int, Q: int, S: int):
-        B, X, m, N = batch_size, Q * S, bottom_log.size(0), max(n, 1)
+        B, X, N = batch_size, Q * S, max(n, 1)
         new = dict(dtype=bottom_log.dtype, device=bottom_log.device)
         self.Q, self.S, self.n = Q, S, n
         self.gamma = torch.zeros(B, S, N, X, N, Q, **new)
-        self.alpha = torch.empty(B, n + 1, X, **new)
-        self.eta = torch.empty(B, n + 1, X, m, **new)
-        self.psi, self.chi, self.phi = (torch.zeros(B, n + 1, **new) for _ in range(3))
-        self.col_scale, self.n_alpha, self.n_eta = (torch.ones(B, n + 1, **new) for _ in range(3))
-        with torch.no_grad():
-            terms = initial_terms(bottom_log, B, X)
-        self.alpha[:, 0], self.psi[:, 0], self.eta[:, 0], self.chi[:, 0] = terms
+        start_run_vectors(self, bottom_log, B, n, X)
 
     def resized(self, n: int, index: Tensor | None = None) -> Buffers:
         """A copy with room for n updates (entries up to min(n, self.n) kept), rows index."""
         out = Buffers.__new__(Buffers)
         out.Q, out.S, out.n = self.Q, self.S, n
-        keep, N = min(n, self.n), max(n, 1)
+        N = max(n, 1)
         pick = (lambda x: x) if index is None else (lambda x: x.index_select(0, index))
         gamma = pick(self.gamma)
         B, S, N0, X, _, Q = gamma.shape
         out.gamma = gamma.new_zeros(B, S, N, X, N, Q)
         k = min(N, N0)
         out.gamma[:, :, :k, :, :k] = gamma[:, :, :k, :, :k]
-        for name in ("alpha", "eta", "psi", "chi", "phi", "col_scale", "n_alpha", "n_eta"):
-            x = pick(getattr(self, name))
-            y = (
-                x.new_ones((B, n + 1) + x.shape[2:])
-                if name in ("col_scale", "n_alpha", "n_eta")
-                else x.new_zeros((B, n + 1) + x.shape[2:])
-            )
-            y[:, : keep + 1] = x[:, : keep + 1]
-            setattr(out, name, y)
+        copy_run_vectors(self, out, n, pick)
         return out
 
     def step(
