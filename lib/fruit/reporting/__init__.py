@@ -10,6 +10,7 @@ What the notebooks (``tables.ipynb``, ``figures.ipynb``, ``report.ipynb``,
     write_paper_tables("results/tables/paper-reported")   # the paper's numbers, same renderer
     write_paper_figures("figures/paper-reported")
     tables, written = report("results", "quick")          # pipeline: all of it, claims too
+    source, name, settings = resolve_profile(profile, root)  # load: a notebook's parameter
 
 Beneath them: ``runs`` (run folders), ``tables`` (aggregation), ``render`` (text),
 ``figures`` (matplotlib), ``claims``/``claims_report``, ``pooling``/``pooling_report``,
