@@ -3,7 +3,7 @@
 #                       search, final runs, tables, figures) into build/reproduce/, compared with
 #                       the committed tables; PROFILE=paper for the full paper (GPUs/cluster)
 #   make report      -- the committed tables and figures redrawn from the committed run records
-#   make test        -- the default test suite on every core (about 15 minutes on 2 quiet CPU
+#   make test        -- the default test suite on every core (about 18 minutes on 2 quiet CPU
 #                       cores, the install included)
 #   make test-slow   -- the slow tests only
 #   make test-gpu    -- the CUDA tests only (needs a GPU and a CUDA build, see TORCH)

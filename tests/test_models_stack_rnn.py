@@ -216,3 +216,36 @@ def test_fused_sup_pass_equals_stepped_pass_in_training(arch, rau_compat, fused_
     torch.manual_seed(0)
     model = build_model(arch, vocab_size=7, d=6, sup_size=3, dropout=0.4, rau_compat=rau_compat)
     fused_equals_stepped(model.double().train(), "sup_pass", sup_pass, masks_at=8)
+
+
+def test_a_kind_without_a_fused_driver_runs_the_stepped_loop(monkeypatch):
+    """A stack kind with ``fused = None`` (a kind of one's own, docs/extending.md): a
+    one-stack RNN takes the stepped loop instead, which gives the fused pass's logits and
+    gradients (float64, dropout off); the fused driver is not called."""
+    import fruit.models.passes.sup_pass as passes
+    from fruit.models.stack_kinds import Superposition
+
+    torch.manual_seed(0)
+    model = build_model("LSTM+Sup+R", vocab_size=7, d=6, sup_size=3).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(-0.8, 0.8)
+    tokens = torch.randint(0, 7, (3, 6), generator=torch.Generator().manual_seed(7))
+    params = [p for p in model.parameters() if p.requires_grad]
+    calls = []
+    real = passes.sup_pass
+    monkeypatch.setattr(passes, "sup_pass", lambda *a: calls.append(1) or real(*a))
+    fused = model(tokens)
+    fused_grads = torch.autograd.grad(fused.sum(), params)
+    assert calls == [1]  # the registered Sup kind took its fused driver
+
+    class Stepped(Superposition):
+        fused = None
+
+    monkeypatch.setattr(model.stacks[0], "stack_kind", Stepped())
+    stepped = model(tokens)
+    stepped_grads = torch.autograd.grad(stepped.sum(), params)
+    assert calls == [1]  # not again
+    assert (fused - stepped).abs().max() < 1e-12
+    for a, b in zip(fused_grads, stepped_grads):
+        assert (a - b).abs().max() < 1e-10

@@ -1,5 +1,5 @@
 """docs/extending.md, executed: a copy of the package gets the tutorial's files and
-registry entries (a toy task, two new architectures), then every command block runs in
+registry entries (a toy task, a stack kind, three new architectures), then every command block runs in
 it as a user would type it. The page cannot go stale without this test failing."""
 
 from __future__ import annotations
@@ -67,8 +67,9 @@ def test_the_extending_tutorial_runs_as_written(tmp_path):
         else:
             apply(what, body, root)
     text = "\n".join(outputs)
-    # the dry-run plans and costs both new architectures on the new task
+    # the dry-run plans and costs the new architectures on the new task
     assert "aux-fronting/Tf+Nd@4,5: 2 runs" in text and "aux-fronting/LSTM+Nd+Sup: 2 runs" in text
+    assert "aux-fronting/LSTM+PP: 2 runs" in text  # the stack kind of one's own
     # the task derived from question formation generated its splits
     assert (root / "data" / "main-negation" / "gen.tsv").is_file()
     # V from the task's own training file; its statistics, nothing published beside them
@@ -82,7 +83,7 @@ def test_the_extending_tutorial_runs_as_written(tmp_path):
     assert (root / "results" / "notebooks" / "toy" / "report.ipynb").is_file()
     # the report has a row for each, without the paper's columns
     table = (root / "results" / "tables" / "toy" / "aux-fronting.md").read_text()
-    assert "| Tf+Nd@4,5 |" in table and "| LSTM+Nd+Sup |" in table
+    assert "| Tf+Nd@4,5 |" in table and "| LSTM+Nd+Sup |" in table and "| LSTM+PP |" in table
     assert not (root / "results" / "tables" / "toy" / "aux-fronting.comparison.md").exists()
     # the smoke run of the transformer, and the explore API on the two-stack LSTM
     assert (
@@ -97,6 +98,7 @@ def test_the_extending_tutorial_runs_as_written(tmp_path):
     ).is_file()
     assert "stack 1 (Nd) ('push', 'replace', 'pop')" in text
     assert "stack 2 (Sup) ('push', 'pop', 'no-op')" in text
+    assert "stack (PP) ('push', 'pop') (2, 7)" in text  # the kind's own labels
 
 
 # The contract tests: every registered task and architecture keeps them, the tutorial's

@@ -58,8 +58,9 @@ def add_arguments(parser):
 
 def _slugs(task: str, published: bool = False) -> tuple[str, ...]:
     """The tasks of ``--task``; with ``published`` (--official), the paper's only:
-    published files exist for those. ``--compare`` takes every registered task (one the
-    paper does not have gets its own statistics, with nothing published beside them)."""
+    published files exist for those. ``--compare`` with a named task takes any registered
+    one (one the paper does not have gets its own statistics, with nothing published
+    beside them); ``--compare --task all`` lists the paper's seven (``main``)."""
     known = PAPER_TASKS if published else TASKS
     if task == "all":
         return known

@@ -12,13 +12,15 @@ stack-attention layer (``fruit.models.stack_attention``) and the stack RNN
   two linear heads' outputs (and, for the attention layer, the action weights it reports);
 * ``readings``: the whole-sequence reading (training); ``initial``: the step API's empty
   stack (decoding, the stepped RNN path);
-* ``fused``: the stack RNN's one-pass forward with a hand-written backward (one stack);
+* ``fused`` (optional): the stack RNN's one-pass forward with a hand-written backward
+  (one stack); a kind without one (``fused = None``) runs the stepped loop there;
 * ``action_mass``: push / pop / ... mass per position, for the explore notebook;
 * ``xavier_rnn_heads``: how a stack RNN's heads are initialised ([D2]).
 
 The paper has two: the superposition stack ``Sup`` (docs/paper.md §5) and the
 nondeterministic stack ``Nd`` (the dVPDA, §6). A new kind is one more subclass of
-``StackKind`` and one more entry in ``STACK_KINDS`` (docs/extending.md).
+``StackKind`` and one more instance in ``STACK_KINDS``; options of its own (sizes) go
+into ``fruit.model_options.DEFAULT_OPTIONS`` (docs/extending.md, section 3).
 """
 
 from __future__ import annotations
@@ -63,10 +65,11 @@ class StackKind:
         """The empty stack of the step API (``step(actions, pushed)``, ``reading()``)."""
         raise NotImplementedError
 
-    def fused(self, projected, h0, c0, W_head, b_head, bottom, options, layers, updates, masks):
-        """A stack RNN's one-pass forward (``fruit.models.passes``): -> (tops (n, B, d),
-        readings r_1.. (updates, B, r), the empty stack's reading r_0 (1, B, r))."""
-        raise NotImplementedError
+    # A stack RNN's one-pass forward (``fruit.models.passes``), optional: a method
+    # fused(projected, h0, c0, W_head, b_head, bottom, options, layers, updates, masks)
+    # -> (tops (n, B, d), readings r_1.. (updates, B, r), the empty stack's reading r_0
+    # (1, B, r)); None: one-stack RNNs run the stepped loop (correct, slower).
+    fused = None
 
     def action_mass(self, weights: Tensor, options: dict) -> tuple[Tensor, tuple[str, ...]]:
         """Reported weights (n, A) -> (mass (n, k), its k labels), each row summing to 1."""
@@ -185,9 +188,17 @@ class Nondeterministic(StackKind):
         return mass, ND_ACTION_KINDS
 
 
+# Kinds of your own: a subclass here, an instance in the registry below.
+
+
 # The registry: kind name (as in architecture descriptions, fruit.names) -> its entry.
 STACK_KINDS: dict[str, StackKind] = {
-    kind.name: kind for kind in (Superposition(), Nondeterministic())
+    kind.name: kind
+    for kind in (
+        Superposition(),
+        Nondeterministic(),
+        # Yours below
+    )
 }
 
 

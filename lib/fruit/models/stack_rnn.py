@@ -21,8 +21,8 @@ for Sup and `nd_pass`, the dVPDA's step kernels, for Nd). It tells the stack how
 updates follow (exact truncation for Sup, buffers allocated once for Nd). The stepped
 loop (`recurrent.Cells`, one matmul per layer and step, the first layer's token part for
 all steps at once, weight gradients deferred to one matmul per layer, and the stacks'
-step API) is taken with several stacks, when `return_actions` is asked for or a head
-has module hooks;
+step API) is taken with several stacks, with a kind that has no fused driver, when
+`return_actions` is asked for or a head has module hooks;
 `start` / `step` use the cells without deferral and untruncated stacks. The fused and
 the stepped passes agree to rounding (float32 ~1e-6) but draw their dropout masks
 differently, so one seed gives different masks on the two.
@@ -175,7 +175,7 @@ class StackRNNLM(nn.Module):
         """tokens (B, n) -> logits (B, n+1, V+1); with return_actions also one (B, n, A)
         tensor of action weights per stack."""
         B, n = tokens.shape
-        if n > 0 and len(self.stacks) == 1 and not return_actions and not self._heads_hooked():
+        if n > 0 and self._fused_driver() and not return_actions and not self._heads_hooked():
             return self._forward_fused(tokens)
         updates = self._num_updates(n)
         cells = self._cells(defer=True)
@@ -214,6 +214,10 @@ class StackRNNLM(nn.Module):
         """Stack updates whose readings are used: r_1..r_{n-1}, and r_n with +R (§8.3);
         rau_compat replaces the last update by rau's r_n = a_push v_n [D4]."""
         return n if self.reading_to_output and not self.rau_compat else n - 1
+
+    def _fused_driver(self) -> bool:
+        """One stack whose kind has a fused one-pass driver (``StackKind.fused``)."""
+        return len(self.stacks) == 1 and self.stacks[0].stack_kind.fused is not None
 
     def _heads_hooked(self) -> bool:
         """Module hooks on the heads: they must see every step, so take the stepped pass."""

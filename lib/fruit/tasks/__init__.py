@@ -25,6 +25,7 @@ REGISTRY = {
     "question-formation-with-have": "fruit.tasks.mueller.tasks:QUESTION_FORMATION_WITH_HAVE",
     "tense-reinflection": "fruit.tasks.mccoy.tense_reinflection:TASK",
     "passivization-in-german": "fruit.tasks.mueller.tasks:PASSIVIZATION_IN_GERMAN",
+    # Yours below, e.g. "main-negation": "fruit.tasks.main_negation:TASK" (docs/extending.md)
 }
 
 # The paper's seven, in the paper's order.
