@@ -116,6 +116,19 @@ def a_file(tmp: Path) -> Path:
     return tmp / "a-file"
 
 
+def someones_folder(made, tmp: Path, config: dict | None = None) -> Path:
+    """A folder of someone's own files named as a run's are (no config.json), or with a
+    config.json of something else."""
+    folder = tmp / "mine"
+    folder.mkdir()
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+        return folder
+    for name, text in (("log.csv", "my,own,notes\n"), ("best.pt", "keep"), ("notes.txt", "x")):
+        (folder / name).write_text(text)
+    return folder
+
+
 def a_lone_train_notebook(tmp: Path) -> Path:
     """A copy of train.ipynb in a folder without report.ipynb."""
     (tmp / "lone").mkdir()
@@ -251,6 +264,7 @@ CORPUS = [
     ("data-official-no-marker", official(NO_MARKER), "test.tsv:4: expected a source ending in the marker"),
     ("data-official-nbsp", official(NBSP), "test.tsv:2: the character U+00A0 (NO-BREAK SPACE)"),
     ("data-official-cr-line-ends", official(CR_ONLY), "(old Mac line ends? use LF or CRLF)"),
+    ("data-official-empty-file", official(lambda data: b""), "test.tsv: no examples (an empty file)"),
     ("data-compare-nothing", lambda m, t: ["data", "--compare", str(a_folder(t, "nothing"))], "no <task>/test.tsv found to compare"),
     ("data-out-is-a-file", lambda m, t: ["data", "--task", QF, "--out", str(a_file(t))], "is a file, not a folder"),
     # fruit train
@@ -291,6 +305,8 @@ CORPUS = [
     ("train-finished-damaged-config", train_in(lambda m, t: finished_copy(m, t, lambda r: (r / "config.json").write_text("{"))), "config.json is damaged (not valid JSON"),
     ("train-finished-damaged-metrics", train_in(lambda m, t: finished_copy(m, t, lambda r: (r / "metrics.json").write_text("[]"))), "metrics.json is damaged (an array, not a JSON object)"),
     ("train-run-dir-is-a-file", train_in(lambda m, t: a_file(t)), "is a file, not a folder"),
+    ("train-run-dir-someones-files", train_in(someones_folder), "holds files but no config.json (best.pt, log.csv, notes.txt), so it is not a run folder"),
+    ("train-run-dir-someones-config", train_in(lambda m, t: someones_folder(m, t, {"my": "settings"})), "more); use another run folder"),
     ("train-output-dir-is-a-file", lambda m, t: [*train()(m, t), "--output-dir", str(a_file(t))], "is a file, not a folder"),
     # fruit report
     ("report-no-results", lambda m, t: ["report", "--results", str(t / "nothing"), "--out", str(t / "tables")], "nothing is not a folder: give the folder that holds"),
@@ -305,6 +321,8 @@ CORPUS = [
     ("report-damaged-config", report(**{"config.json": b"\x00\x01"}), "config.json is damaged (not valid JSON"),
     ("report-bad-status", report(status="great"), "status 'great' is not 'complete' or 'diverged'"),
     ("report-out-is-a-file", lambda m, t: [*report()(m, t), "--out", str(a_file(t))], "is a file, not a folder"),
+    ("report-out-in-the-records", lambda m, t: [*report()(m, t), "--out", str(t / "res" / "runs" / "quick")], "lies inside the run records"),
+    ("report-figures-in-a-run", lambda m, t: [*report()(m, t), "--figures", str(t / "res" / "runs" / "quick" / QF / "Tf" / "final-0")], "lies inside the run records"),
     # fruit run (refused before any cluster starts)
     ("run-unknown-profile", run("--profile", "nope"), "unknown profile 'nope'"),
     ("run-profile-not-toml", lambda m, t: [*run()(m, t), "--profile", str(bad_toml(t))], "not valid TOML"),
@@ -317,7 +335,10 @@ CORPUS = [
     ("run-published-missing", lambda m, t: [*run()(m, t), "--published", str(t / "nothing")], "is not a folder"),
     ("run-task-not-in-profile", run("--task", "passivization"), "task 'passivization' is not in profile smoke; its tasks: question-formation"),
     ("run-architecture-not-in-profile", run("--architecture", "GRU"), "architecture 'GRU' is not in profile smoke; its architectures: "),
-    ("run-scheduler-and-cluster", run("--scheduler", "tcp://127.0.0.1:1", "--cluster", "slurm"), "give either --scheduler or --cluster, not both"),
+    ("run-scheduler-and-cluster", run("--scheduler", "tcp://127.0.0.1:1", "--cluster", "slurm"), "--scheduler (a running Dask cluster) and --cluster (one started here) exclude each other"),
+    ("run-scheduler-and-cluster-dry-run", run("--scheduler", "tcp://127.0.0.1:1", "--cluster", "slurm", "--dry-run"), "exclude each other; give one of them"),
+    ("run-figures-is-a-file-dry-run", lambda m, t: [*run("--dry-run")(m, t), "--figures", str(a_file(t))], "is a file, not a folder"),
+    ("run-figures-in-the-records", lambda m, t: [*run()(m, t), "--figures", str(t / "results" / "runs" / "figs")], "lies inside the run records"),
     ("run-notebook-without-report", lambda m, t: [*run()(m, t), "--notebook", str(a_lone_train_notebook(t))], "no report.ipynb beside it for the reports after the runs; put one there (notebooks/report.ipynb) or add --skip-reports"),
     ("run-walltime-too-short", run("--cluster", "pbs", "--walltime", "90"), "walltime '90' is 90 s, too short for a job to train"),
     ("run-walltime-not-one-dry-run", run("--cluster", "slurm", "--walltime", "abc", "--dry-run"), "--walltime 'abc' is not a walltime"),

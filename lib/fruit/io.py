@@ -152,6 +152,18 @@ def check_folder(path: str | os.PathLike, option: str) -> None:
             return
 
 
+def check_outside_records(path: str | os.PathLike, option: str, results) -> None:
+    """An output folder (tables, figures) does not lie in the run records
+    (``results/runs``), which are committed: a one-line FruitError naming ``option``."""
+    records = (Path(results) / "runs").resolve()
+    place = Path(path).resolve()
+    if place == records or records in place.parents:
+        raise FruitError(
+            f"{option} {path} lies inside the run records ({Path(results) / 'runs'}); "
+            "give a folder outside it"
+        )
+
+
 def disk_full(folder: Path) -> bool:
     """Whether the file system of ``folder`` has (almost) no space left."""
     try:

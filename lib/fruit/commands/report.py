@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     from fruit import reporting
     from fruit.errors import FruitError
     from fruit.experiments.clusters.checks import check_writable
-    from fruit.io import check_folder
+    from fruit.io import check_folder, check_outside_records
     from fruit.reporting.runs import check_expected_runs
 
     check_expected_runs(args.expected_runs, "--expected-runs")
@@ -60,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
     )
     for option, folder in outputs.items():  # both, before any table is written
         check_folder(folder, option)
+        check_outside_records(folder, option, args.results)
         check_writable(Path(folder))
 
     tables, written = reporting.report(

@@ -166,9 +166,7 @@ def _cluster(options: RunOptions):
     """The cluster the runs execute on: an existing scheduler, batch jobs or a LocalCluster."""
     from fruit.experiments.clusters import cluster as ec
 
-    if options.scheduler and options.cluster:
-        raise FruitError("give either --scheduler or --cluster, not both")
-    if options.scheduler:
+    if options.scheduler:  # not with --cluster (check_options_take_effect)
         return ec.attach(
             options.scheduler, threads=options.threads or 1, dashboard=options.dashboard
         )

@@ -182,7 +182,10 @@ def check_expected_runs(value, name: str = "expected_runs") -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise FruitError(f"{name} must be an integer >= 1 (or None: the profile's), not {value!r}")
+        default = "leave it out" if name.startswith("--") else "None"  # option or parameter
+        raise FruitError(
+            f"{name} must be an integer >= 1 ({default} for the profile's), not {value!r}"
+        )
     return value
 
 

@@ -180,7 +180,13 @@ def import_official(
         raw[slug] = _raw_files(slug, from_dir, fetcher, published_train, offline_hint)
         for data, name in raw[slug].values():
             if data is not None:
-                check_examples(task, parse_tsv(data, name), name)
+                examples = parse_tsv(data, name)
+                if not examples:  # else found only when a run needs the split
+                    raise FruitError(
+                        f"{name}: no examples (an empty file); expected the "
+                        "published split, one SOURCE<TAB>TARGET line each"
+                    )
+                check_examples(task, examples, name)
     for slug in slugs:  # second pass: fix, complete and write, one task at a time
         task = get_task(slug)
         splits = {}

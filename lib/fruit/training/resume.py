@@ -26,6 +26,7 @@ def open_folder(run) -> None:
     elsewhere too, when ``checkpoint.pt`` says the data are the same (the digest of every
     example the run reads, ``fruit.training.data.data_digest``); otherwise the data
     folder's path must be the one config.json records."""
+    refuse_foreign_folder(run.dir)
     record = config_record(run)
     ignored = DATA_RECORD if _same_data_elsewhere(run, record) else frozenset()
     try:
@@ -51,6 +52,26 @@ def open_folder(run) -> None:
         else:
             write_log(run.dir, run.state.log)
             warn_if_resumed_elsewhere(run, record)
+
+
+def refuse_foreign_folder(run_dir) -> None:
+    """A folder without config.json is a run folder only when new or empty (or holding
+    what a restart leaves, warnings.log and ``*.damaged``, or an interrupted write's
+    ``.NAME.*.tmp``); files of anyone else's are not overwritten: refused in one line."""
+    if not run_dir.is_dir() or (run_dir / "config.json").exists():
+        return
+    ours = lambda name: (  # noqa: E731
+        name == "warnings.log"
+        or name.endswith(".damaged")
+        or (name.startswith(".") and name.endswith(".tmp"))
+    )
+    theirs = sorted(p.name for p in run_dir.iterdir() if not ours(p.name))
+    if theirs:
+        shown = ", ".join(theirs[:3]) + (f" and {len(theirs) - 3} more" if len(theirs) > 3 else "")
+        raise FruitError(
+            f"{run_dir} holds files but no config.json ({shown}), so it is not a run "
+            "folder; give a new or empty folder (--run-dir or --output-dir)"
+        )
 
 
 # what config.json says of the data folder: its path, and the seed and source of the data

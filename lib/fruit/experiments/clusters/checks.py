@@ -15,7 +15,7 @@ from pathlib import Path
 from fruit.device import check_device
 from fruit.errors import FruitError, StorageError, check_integer
 from fruit.experiments.options import RunOptions
-from fruit.io import check_folder, disk_full
+from fruit.io import check_folder, check_outside_records, disk_full
 
 # A LocalCluster of more workers than this many per CPU core only thrashes (each worker
 # is a process that starts notebook kernels).
@@ -36,7 +36,8 @@ def check_run_options(options: RunOptions) -> None:
     * with ``--cluster``, the jobs' walltime (``--walltime``, else the Dask config's):
       a walltime and long enough to train;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
-      written; with ``--dry-run``, only that the results folder is not a file.
+      written; with ``--dry-run``, only that neither is a file; the figures folder is
+      not inside the run records.
     """
     local = options.local
     check_device(options.device, syntax_only=not local)
@@ -63,6 +64,9 @@ def check_run_options(options: RunOptions) -> None:
                 f"--notebook {notebook!r}: no {report.name} beside it for the reports after "
                 f"the runs; put one there (notebooks/{report.name}) or add --skip-reports"
             )
+    if not options.skip_reports:  # the reports' figures: a folder outside the records
+        check_folder(options.figures, "--figures")
+        check_outside_records(options.figures, "--figures", options.results)
     if options.dry_run:  # writes nothing, but reads the run records there
         results = Path(options.results)
         if results.exists() and not results.is_dir():
@@ -97,6 +101,11 @@ def check_options_take_effect(options: RunOptions, profile) -> None:
         raise FruitError(
             "--workers sizes the LocalCluster on this machine and does nothing with "
             "--cluster; use --jobs and --gpus there"
+        )
+    if options.scheduler and options.cluster:
+        raise FruitError(
+            "--scheduler (a running Dask cluster) and --cluster (one started here) "
+            "exclude each other; give one of them"
         )
     if options.scheduler and options.workers is not None:
         raise FruitError(
