@@ -162,6 +162,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--account", help="jobqueue: account / project")
 
 
+def _per_architecture(values: dict) -> str:
+    """A per-architecture setting ({"default": 5, ARCH: 10}) as "5" or "5, ARCH 10"."""
+    shown = [str(values["default"])] if "default" in values else []
+    shown += [f"{arch} {value}" for arch, value in values.items() if arch != "default"]
+    return ", ".join(shown)
+
+
 def _cluster(options: RunOptions):
     """The cluster the runs execute on: an existing scheduler, batch jobs or a LocalCluster."""
     from fruit.experiments.clusters import cluster as ec
@@ -280,16 +287,17 @@ def main(args: argparse.Namespace) -> int:
 
         pairs = list(only or profile.pairs)
         print(f"profile {profile.name} ({profile.source}): {profile.description}")
+        sizes = ", ".join(f"{split} {size:,}" for split, size in profile.sizes.items())
         print(
-            f"data: {profile.data_source} dev/test/gen, sizes {profile.sizes}, "
-            f"data seed {profile.data_seed}"
+            f"data: {profile.data_source} dev/test/gen, sizes {sizes}, data seed {profile.data_seed}"
         )
         for task, arch in pairs:
             for s in search_specs(profile, task, arch):
                 print(f"  {s.name}: seed {s.seed}, B {s.batch_tokens}, lr {s.learning_rate:.3g}")
         print(
             f"{len(pairs) * profile.search_trials} search runs + {len(pairs) * profile.final_runs} "
-            f"final runs (max epochs: search {profile.search_max_epochs}, final {profile.final_max_epochs})"
+            f"final runs (max epochs: search {_per_architecture(profile.search_max_epochs)}, "
+            f"final {_per_architecture(profile.final_max_epochs)})"
         )
         capacity = dry_run_capacity(options)  # as --cluster/--jobs/--cores/--gpus would start
         if capacity.walltime is not None:
