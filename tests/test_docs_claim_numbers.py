@@ -485,25 +485,76 @@ def test_campaign_md_states_the_german_pairs_progress():
         json.loads(p.read_text()).get("status") == "complete"
         for p in GERMAN.glob("search-*/metrics.json")
     )
-    for page, pattern in (
-        (
-            "docs/campaign.md",
-            r"question-formation-in-german/Tf\+Nd\), state of [\d-]+, [\d:]+ UTC: "
-            r"(?P<done>\d+) of 10 trials done[^;]*;(?: trial (?P<paused>\d+) is paused at "
-            r"(?P<epochs>[\d.]+) epochs)?",
-        ),
-        ("docs/results.md", r"to come \((?P<done>\d+) of 10 trials done"),
-        ("docs/results.md", r"is under way \((?P<done>\d+) of 10 search trials done\)"),
-    ):
+    pattern = (
+        r"question-formation-in-german/Tf\+Nd\), state of [\d-]+, [\d:]+ UTC: "
+        r"(?P<done>\d+) of 10 trials done[^;]*;(?: trial (?P<paused>\d+) is paused at "
+        r"(?P<epochs>[\d.]+) epochs)?"
+    )
+    for m in _matches(REPO / "docs/campaign.md", pattern):
+        assert int(m["done"]) == done, (
+            f"docs/campaign.md: '{m[0][:100]}' says {m['done']}, records {done}"
+        )
+        if m["paused"]:
+            got = _paused_epochs(GERMAN / f"search-{m['paused']}")
+            assert got == m["epochs"], f"trial {m['paused']} paused at {got}, not {m['epochs']}"
+
+
+C5 = "`question-formation-in-german/Tf+Nd partial.hierarchical > 0.99`"
+C5_SENTENCES = [  # C5 over all converged German Tf+Nd runs, as the pages say it
+    (
+        "README.md",
+        r"Over all (?P<n>\d+) converged runs \(10 trials, 5 finals\) the mean is (?P<mean>[\d.]+), "
+        r"above 0\.99 \(p = (?P<p>[\d.]+)\).*? reproduce the claim in (?P<R>\d+)% of draws",
+    ),
+    (
+        "docs/results.md",
+        r"over all (?P<n>\d+) converged runs \(10 trials, 5 finals\) the mean is (?P<mean>[\d.]+), "
+        r"above 0\.99 \(p = (?P<p>[\d.]+)\)",
+    ),
+    (
+        "docs/results.md",
+        r"Over all (?P<n>\d+) converged runs, (?P<mean>[\d.]+) > 0\.99 \(p = (?P<p>[\d.]+)\): "
+        r"reproduced at the level of runs, by a narrow margin; 5 finals drawn from them give "
+        r"reproduced in (?P<R>[\d.]+)% of draws, undecided in (?P<U>[\d.]+)%",
+    ),
+    (
+        "docs/results.md",
+        r"\| (?P<n>\d+) runs \(the 10 paper-search trials, the 5 finals\): PA hier\. (?P<mean>[\d.]+) "
+        r"> 0\.99, p = (?P<p>[\d.]+) \(reproduced\); 5-run verdict R (?P<R>[\d.]+) / U (?P<U>[\d.]+)%",
+    ),
+    (
+        "docs/campaign.md",
+        r"Over all (?P<n>\d+) pooled runs \(the ten trials and the five finals\) the mean is "
+        r"(?P<mean>[\d.]+), above 0\.99 \(p = (?P<p>[\d.]+)\).*? give reproduced in "
+        r"(?P<R>[\d.]+)% of draws and undecided in (?P<U>[\d.]+)%",
+    ),
+    (
+        "docs/campaign.md",
+        r"over all (?P<n>\d+) pooled runs 0\.991, above 0\.99 \(p = (?P<p>[\d.]+)\)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "page, pattern", C5_SENTENCES, ids=[f"{p}:{i}" for i, (p, _) in enumerate(C5_SENTENCES)]
+)
+def test_c5_over_the_runs_is_the_tables(page, pattern):
+    """C5 over all converged German Tf+Nd runs: runs, mean, p and the 5-run verdict's
+    stability, as paper-search's claims table has them (the claims pool is the same)."""
+    for profile in ("paper-search", "claims"):
+        row = _run_level_row(profile, C5)
+        stability = _stability(profile, C5)
+        mean = row["Over the pool"].split(" vs ")[0]
         for m in _matches(REPO / page, pattern):
-            assert int(m["done"]) == done, (
-                f"{page}: '{m[0][:100]}' says {m['done']}, records {done}"
-            )
-            if m.groupdict().get("paused"):
-                got = _paused_epochs(GERMAN / f"search-{m['paused']}")
-                assert got == m["epochs"], (
-                    f"{page}: trial {m['paused']} paused at {got}, not {m['epochs']}"
-                )
+            said = m.groupdict()
+            assert said["n"] == row["Runs"], (page, profile, said["n"], row["Runs"])
+            assert said.get("mean") in (None, mean), (page, profile, said.get("mean"), mean)
+            assert _close(said["p"], float(row["p claimed"])), (page, said["p"], row["p claimed"])
+            for key in "RU":
+                if said.get(key):
+                    assert _close(said[key], stability[key]) or (
+                        "." not in said[key] and round(stability[key]) == int(said[key])
+                    ), (page, key, said[key], stability[key])
 
 
 C2_FIRST_WORD = "`question-formation/Tf partial.hierarchical > partial.linear`"
