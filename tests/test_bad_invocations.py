@@ -342,6 +342,8 @@ CORPUS = [
     ("run-notebook-without-report", lambda m, t: [*run()(m, t), "--notebook", str(a_lone_train_notebook(t))], "no report.ipynb beside it for the reports after the runs; put one there (notebooks/report.ipynb) or add --skip-reports"),
     ("run-walltime-too-short", run("--cluster", "pbs", "--walltime", "90"), "walltime '90' is 90 s, too short for a job to train"),
     ("run-walltime-not-one-dry-run", run("--cluster", "slurm", "--walltime", "abc", "--dry-run"), "--walltime 'abc' is not a walltime"),
+    ("run-memory-not-an-amount-dry-run", run("--cluster", "pbs", "--memory", "lots", "--dry-run"), "--memory 'lots' is not an amount of memory; give e.g. 16GB"),
+    ("run-memory-zero", run("--cluster", "slurm", "--memory", "0GB"), "--memory '0GB' is not an amount of memory"),
 ]  # fmt: skip
 
 

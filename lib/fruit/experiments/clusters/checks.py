@@ -34,7 +34,7 @@ def check_run_options(options: RunOptions) -> None:
     * ``--notebook``, when given, is a notebook, with report.ipynb beside it unless
       ``--skip-reports`` (or ``--dry-run``);
     * with ``--cluster``, the jobs' walltime (``--walltime``, else the Dask config's):
-      a walltime and long enough to train;
+      a walltime and long enough to train; ``--memory`` an amount of memory;
     * the results folder (and the figures folder, unless ``--skip-reports``) can be
       written; with ``--dry-run``, only that neither is a file; the figures folder is
       not inside the run records.
@@ -49,9 +49,10 @@ def check_run_options(options: RunOptions) -> None:
     if options.data_dir:
         check_folder(options.data_dir, "--data-dir")
     if options.cluster:
-        from fruit.experiments.clusters.cluster import job_walltime
+        from fruit.experiments.clusters.cluster import check_job_memory, job_walltime
 
         job_walltime(options.cluster, options.walltime)  # one line if bad
+        check_job_memory(options.memory)
     notebook = options.notebook
     if notebook and not Path(notebook).is_file():
         raise FruitError(f"--notebook {notebook!r}: no such notebook file")

@@ -398,6 +398,21 @@ def job_walltime(kind: str, walltime: str | None) -> float:
     return walltime_seconds(kind, walltime)
 
 
+def check_job_memory(memory: str | None) -> None:
+    """``--memory`` as dask-jobqueue reads it (``16GB``, ``4 GiB``): a one-line FruitError
+    otherwise, before any job is submitted."""
+    from dask.utils import parse_bytes
+
+    if memory is None:
+        return
+    try:
+        size = parse_bytes(memory)
+    except (ValueError, TypeError):
+        size = None
+    if not size or size <= 0:
+        raise FruitError(f"--memory {memory!r} is not an amount of memory; give e.g. 16GB or 4GiB")
+
+
 def runs_per_job(gpus: int, per_gpu: int = 1) -> int:
     """Workers (runs at once) per job: ``per_gpu`` per GPU, else one."""
     return max(1, gpus * max(1, per_gpu))
