@@ -55,14 +55,17 @@ def open_folder(run) -> None:
 
 
 def refuse_foreign_folder(run_dir) -> None:
-    """A folder without config.json is a run folder only when new or empty (or holding
-    what a restart leaves, warnings.log and ``*.damaged``, or an interrupted write's
-    ``.NAME.*.tmp``); files of anyone else's are not overwritten: refused in one line."""
+    """A folder without config.json is a run folder only when new or empty, or holding
+    only fruit's own files: what a restart leaves (warnings.log, ``*.damaged``), an
+    interrupted write's ``.NAME.*.tmp``, and what a sweep's worker writes before the run
+    opens its folder (runner.log, the executed train notebook and earlier attempts'
+    ``train.attempt-K.ipynb``: fruit.experiments.execution.worker). Files of anyone
+    else's are not overwritten: refused in one line."""
     if not run_dir.is_dir() or (run_dir / "config.json").exists():
         return
     ours = lambda name: (  # noqa: E731
-        name == "warnings.log"
-        or name.endswith(".damaged")
+        name in ("warnings.log", "runner.log")
+        or name.endswith((".damaged", ".ipynb"))
         or (name.startswith(".") and name.endswith(".tmp"))
     )
     theirs = sorted(p.name for p in run_dir.iterdir() if not ours(p.name))
