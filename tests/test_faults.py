@@ -490,7 +490,8 @@ def test_training_data_of_the_fault_tests_is_valid(data_dir):
 def test_a_sweep_run_with_a_damaged_checkpoint_starts_again_in_the_same_attempt(data_dir, tmp_path):
     """What a worker executes for a run (the train notebook through papermill): a damaged
     checkpoint is one attempt that restarts the run, not three failing attempts."""
-    from fruit.experiments.execution.worker import RUNNER_LOG, execute_run
+    from fruit.experiments.execution.worker import execute_run
+    from fruit.io import RUNNER_LOG
 
     run_dir = tmp_path / "run"
     parameters = dict(

@@ -22,7 +22,8 @@ from fruit.errors import FruitError
 from fruit.experiments.clusters.jobs import job_started, walltime_seconds
 from fruit.experiments.execution.attempts import attempt_history
 from fruit.experiments.execution.deadlines import Deadlines
-from fruit.experiments.execution.worker import RUNNER_LOG, execute_run, log_line
+from fruit.experiments.execution.worker import execute_run, log_line
+from fruit.io import RUNNER_LOG
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -384,3 +384,27 @@ def test_unchanged_dataclass_fields_round_trip(data_dir):
     record = training.config.settings_record(c)
     fields = {f.name for f in dataclasses.fields(c)} - {"resolved"}  # not a setting
     assert set(record) == fields | {"trial"}
+
+
+def test_a_folder_of_foreign_files_is_refused_naming_the_first_few(tmp_path):
+    """A run folder without config.json may hold what fruit's own sweep wrote there
+    (runner.log, executed notebooks, warnings.log, an interrupted write); anything else
+    makes it someone's folder, refused in one line naming three files and how many more."""
+    from fruit.io import EXECUTED_NOTEBOOK, RUNNER_LOG, WARNINGS_LOG
+    from fruit.training.resume import refuse_foreign_folder
+
+    ours = [RUNNER_LOG, EXECUTED_NOTEBOOK, "train.attempt-1.ipynb", WARNINGS_LOG, ".log.csv.x.tmp"]
+    for name in ours:
+        (tmp_path / name).write_text("")
+    refuse_foreign_folder(tmp_path)  # only fruit's own files: a run folder
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt", "e.txt"):
+        (tmp_path / name).write_text("")
+    with pytest.raises(FruitError) as e:
+        refuse_foreign_folder(tmp_path)
+    message = str(e.value)
+    assert "(a.txt, b.txt, c.txt, and 2 more)" in message and "\n" not in message
+    for name in ours:
+        assert name not in message
+    (tmp_path / "e.txt").unlink()  # four are named in full, not "and 1 more"
+    with pytest.raises(FruitError, match=r"\(a\.txt, b\.txt, c\.txt, d\.txt\)"):
+        refuse_foreign_folder(tmp_path)

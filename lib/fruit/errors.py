@@ -72,6 +72,15 @@ def check_name(kind: str, name) -> str:
     return name
 
 
+def first_few(items, keep: int = 3) -> list[str]:
+    """``items`` as strings, or, when more than ``keep + 1``, the first ``keep`` and
+    "and N more": what keeps a one-line error one line."""
+    items = [str(item) for item in items]
+    if len(items) > keep + 1:
+        return [*items[:keep], f"and {len(items) - keep} more"]
+    return items
+
+
 def unknown_choice(kind: str, value: str, choices) -> FruitError:
     """Build the standard "unknown X 'v'; valid choices: a, b, c" error."""
     listed = ", ".join(sorted(choices))

@@ -36,6 +36,11 @@ RESUME_FILES = (CHECKPOINT, BEST, PAUSED_MARKER)
 # the run start again, ...), one line each (fruit.training.checkpoints); metrics.json
 # repeats them under "warnings" and the sweep's runner.log notes them.
 WARNINGS_LOG = "warnings.log"
+# What a sweep's worker writes in a run folder (fruit.experiments.execution.worker): its
+# record of attempts, and the train notebook as papermill executed it (an earlier
+# attempt's is kept as train.attempt-K.ipynb).
+RUNNER_LOG = "runner.log"
+EXECUTED_NOTEBOOK = "train.ipynb"
 # A failed write on a file system with less room than this is reported as a full disk.
 FULL_BELOW_BYTES = 1 << 20
 

@@ -24,6 +24,7 @@ from fruit.errors import (
     FruitError,
     check_integer,
     check_number,
+    first_few,
     unknown_choice,
 )
 from fruit.io import DamagedRecord, atomic_write_json, read_json_record
@@ -278,10 +279,8 @@ def differences(old: dict, record: dict, keys=None, ignored=frozenset()) -> list
 
 def refuse_other_settings(run_dir: Path, changed: list[str], finished: bool) -> FruitError:
     what = "a finished run" if finished else "a run"
-    if len(changed) > 4:  # one line: the first few, and how many more
-        changed = [*changed[:3], f"and {len(changed) - 3} more"]
     return FruitError(
-        f"{run_dir} holds {what} with other settings ({'; '.join(changed)}); "
+        f"{run_dir} holds {what} with other settings ({'; '.join(first_few(changed))}); "
         "use another run folder (--run-dir or --output-dir) or delete that one"
     )
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from fruit.errors import FruitError
-from fruit.io import CHECKPOINT, RESUME_FILES, DamagedRecord
+from fruit.errors import FruitError, first_few
+from fruit.io import CHECKPOINT, RESUME_FILES, RUNNER_LOG, WARNINGS_LOG, DamagedRecord
 from fruit.resumed import resume_warnings
 from fruit.training import checkpoints
 from fruit.training.checkpoints import write_log
@@ -64,13 +64,13 @@ def refuse_foreign_folder(run_dir) -> None:
     if not run_dir.is_dir() or (run_dir / "config.json").exists():
         return
     ours = lambda name: (  # noqa: E731
-        name in ("warnings.log", "runner.log")
+        name in (WARNINGS_LOG, RUNNER_LOG)
         or name.endswith((".damaged", ".ipynb"))
         or (name.startswith(".") and name.endswith(".tmp"))
     )
     theirs = sorted(p.name for p in run_dir.iterdir() if not ours(p.name))
     if theirs:
-        shown = ", ".join(theirs[:3]) + (f" and {len(theirs) - 3} more" if len(theirs) > 3 else "")
+        shown = ", ".join(first_few(theirs))
         raise FruitError(
             f"{run_dir} holds files but no config.json ({shown}), so it is not a run "
             "folder; give a new or empty folder (--run-dir or --output-dir)"

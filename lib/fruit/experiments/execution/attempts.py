@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-RUNNER_LOG = "runner.log"
+from fruit.io import RUNNER_LOG
+
 _STARTED = re.compile(r" attempt \d+ started on ")
 _ENDED = re.compile(r" attempt \d+ (finished|failed|paused|lost)\b")
 _WHERE = re.compile(r" started on (\S+) \(worker pid (\d+)\)")

@@ -20,7 +20,6 @@ from fruit.experiments.clusters.jobs import retire_worker_of
 from fruit.experiments.execution.dispatch import Dispatcher
 from fruit.experiments.execution.outcome import SweepResult
 from fruit.experiments.execution.watch import PAUSE_GRACE_SECONDS, WorkerWatch
-from fruit.experiments.execution.worker import EXECUTED_NOTEBOOK
 from fruit.experiments.planning.plan import (
     RunSpec,
     final_specs,
@@ -29,7 +28,7 @@ from fruit.experiments.planning.plan import (
     selection_record,
 )
 from fruit.experiments.planning.run_state import epochs_so_far
-from fruit.io import atomic_write_json
+from fruit.io import EXECUTED_NOTEBOOK, atomic_write_json
 
 if TYPE_CHECKING:
     from fruit.experiments.execution.progress import Progress

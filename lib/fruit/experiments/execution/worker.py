@@ -19,11 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fruit.experiments.execution.attempts import RUNNER_LOG, attempt_history, kept_notebook_name
+from fruit.experiments.execution.attempts import attempt_history, kept_notebook_name
 from fruit.experiments.execution.deadlines import Deadlines
 from fruit.experiments.planning.gpu_sharing import RUNS_PER_GPU_VARIABLE, gpu_count, gpu_of_worker
 from fruit.io import (
+    EXECUTED_NOTEBOOK,
     PAUSED_MARKER,
+    RUNNER_LOG,
     WARNINGS_LOG,
     DamagedRecord,
     read_json_record,
@@ -31,7 +33,6 @@ from fruit.io import (
     remove_leftovers,
 )
 
-EXECUTED_NOTEBOOK = "train.ipynb"
 # The kernel's own chatter (e.g. "running over TCP without encryption" on every start)
 # would drown the progress display; the notebooks' outputs are unaffected. CRITICAL, not
 # ERROR: jupyter_client interrupts every kernel before shutting it down, and one caught
