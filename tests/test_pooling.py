@@ -348,3 +348,46 @@ def test_the_pooled_runs_figure_draws_every_run_by_phase(planted, tmp_path):
     flat = {check.text: dataclasses.replace(levels[check.text], shares=())}
     assert write_pooled_runs(pools, flat, tmp_path, "profile p") == []
     assert not list(tmp_path.glob("pooled-runs.*"))
+
+
+def test_a_claims_own_stability_tests_all_its_comparisons_on_one_draw(planted):
+    """C4's shape on the planted runs: Tf+Nd hier. > linear (0.1 in every run) and Tf+Nd >
+    Tf. Over the 21 draws of 5 of the 7 Tf+Nd runs (the Tf cell has exactly 5): the paired
+    comparison is reproduced only without a zero run (differences -0.1 there: one flip
+    of it ties the observed sum, p = 2/32 > 0.05), so in 1 draw; the between-cells one
+    in 11 (the test above). The claim needs both on the same draw: 1 reproduced, 20
+    undecided; tested on independent draws it would be 11/21 of 1/21. With a comparison
+    left out the claim cannot be reproduced."""
+    from fruit.reporting.claims import Claim, ClaimResult, evaluate_check
+
+    pools = build_pools(planted, "p", {(QF, "Tf+Nd"), (QF, "Tf")})
+    paired = parse_check(f"{QF}/Tf+Nd full.hierarchical > full.linear")
+    cells = parse_check(f"{QF}/Tf+Nd full.hierarchical > {QF}/Tf full.hierarchical")
+    assert pooling.stability(paired, pools).counts == {"reproduced": 1, "undecided": 20}
+    claim = Claim("CX", "planted", (paired, cells))
+    result = ClaimResult(claim, tuple(evaluate_check(c, []) for c in (paired, cells)))
+    joint = pooling.claim_stability(result, pools)
+    assert joint.exhaustive and joint.draws == 21
+    assert joint.counts == {"reproduced": 1, "undecided": 20}
+    # the draw with no zero run is the one where both comparisons are reproduced
+    only_cells = ClaimResult(claim, result.checks[1:], left_out=1)
+    assert pooling.claim_stability(only_cells, pools).counts == {"undecided": 21}
+    # a contradicted comparison contradicts the claim in every draw where it is
+    opposite = parse_check(f"{QF}/Tf full.hierarchical > {QF}/Tf+Nd full.hierarchical")
+    both = ClaimResult(claim, tuple(evaluate_check(c, []) for c in (cells, opposite)))
+    single = pooling.stability(cells, pools).counts
+    assert pooling.claim_stability(both, pools).counts == {
+        "contradicted": single["reproduced"],
+        "undecided": single["undecided"],
+    }
+
+
+def test_the_claim_verdict_combines_its_comparisons():
+    from fruit.reporting.claims import claim_verdict
+
+    assert claim_verdict(["reproduced", "reproduced"]) == "reproduced"
+    assert claim_verdict(["reproduced", "consistent"]) == "reproduced"
+    assert claim_verdict(["reproduced", "reproduced"], left_out=1) == "undecided"
+    assert claim_verdict(["reproduced", "undecided"]) == "undecided"
+    assert claim_verdict(["reproduced", "contradicted"]) == "contradicted"
+    assert claim_verdict(["consistent"]) == "undecided"

@@ -179,12 +179,7 @@ class ClaimResult:
 
     @property
     def verdict(self) -> str:
-        """Contradicted by any comparison; reproduced only by all of the claim's."""
-        verdicts = {c.verdict for c in self.checks}
-        if "contradicted" in verdicts:
-            return "contradicted"
-        stated = verdicts - {"consistent"}
-        return "reproduced" if stated == {"reproduced"} and not self.left_out else "undecided"
+        return claim_verdict([c.verdict for c in self.checks], self.left_out)
 
     def differing(self) -> list[Compatibility]:
         """The cells of its comparisons where our runs differ from the paper's (each once)."""
@@ -195,6 +190,16 @@ class ClaimResult:
                     seen.add(cell.side)
                     cells.append(cell)
         return cells
+
+
+def claim_verdict(verdicts, left_out: int = 0) -> str:
+    """A claim's verdict from its comparisons' (``left_out``: comparisons not checked):
+    contradicted by any; reproduced only by all of the claim's."""
+    verdicts = set(verdicts)
+    if "contradicted" in verdicts:
+        return "contradicted"
+    stated = verdicts - {"consistent"}
+    return "reproduced" if stated == {"reproduced"} and not left_out else "undecided"
 
 
 def parse_check(text: str) -> Check:

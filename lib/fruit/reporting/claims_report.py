@@ -265,16 +265,26 @@ def markdown_claims(
     others: tuple[Compatibility, ...] = (),
     pools: dict | None = None,
     levels: dict | None = None,
+    claim_levels: dict | None = None,
 ) -> str:
     """The status line, how to read it, then the claims table: claim, the paper's
     evidence, ours, the tests, the verdict and each cell's compatibility. ``others``:
     the other cells of the compared pairs (``other_cells``). With ``pools`` and
     ``levels`` (``fruit.reporting.pooling``: each pair's pooled runs, each comparison
-    over them), the verdict's stability column and the run-level section too."""
+    over them), the verdict's stability column and the run-level section too;
+    ``claim_levels`` (claim id -> ``pooling.claim_stability``) adds the stability of each
+    claim's own verdict to its status bullet."""
     from fruit.reporting import pooling_report
 
     pooled = (
-        {r.claim.id: pooling_report.claim_sentence(r, levels) for r in results} if levels else None
+        {
+            r.claim.id: pooling_report.claim_sentence(
+                r, levels, (claim_levels or {}).get(r.claim.id)
+            )
+            for r in results
+        }
+        if levels
+        else None
     )
     lines = [
         f"**The paper's claims, checked ({note}).** {counts_sentence(results)}",

@@ -41,7 +41,10 @@ paper's five runs are finals.
 Verdict stability: the report's own test (``claims.decide``) on ``FINALS`` runs per cell
 drawn without replacement from the pool, every draw when there are at most
 ``STABILITY_DRAWS`` of them, else ``STABILITY_DRAWS`` draws with a fixed seed (the report
-stays byte for byte the same); the share of draws that give each verdict.
+stays byte for byte the same); the share of draws that give each verdict. A claim of
+several comparisons gets the same for its own verdict (``claim_stability``): each draw
+takes 5 runs per cell once, tests every comparison on them and combines their verdicts as
+the claim's is combined (``claims.claim_verdict``).
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ from fruit.reporting.claims import (
     ALPHA,
     MIN_RUNS,
     Check,
+    ClaimResult,
     Side,
+    claim_verdict,
     decide,
     paper_cell,
     verdict_of,
@@ -78,7 +83,7 @@ from fruit.reporting.stats import (
 FINALS = PAPER_RUNS  # runs per cell of the protocol whose stability is measured
 # accuracy points: a gap at least this wide between sorted values separates two modes
 MODE_GAP = 0.1
-STABILITY_DRAWS = 1000
+STABILITY_DRAWS = 10_000
 STABILITY_SEED = 20240723
 # the data a run trained and was scored on: runs on other data are not candidates at all
 # (not listed either, so that a profile's report does not depend on unrelated profiles)
@@ -397,7 +402,25 @@ def stability(
     """How often the report's test (``claims.decide``) on ``size`` runs per cell, drawn
     without replacement from the pools, gives each verdict. None when a cell's pool has
     fewer than ``size`` runs."""
-    cells = sorted(check.cells())
+    return _drawn_verdicts([check], lambda v: v[0], check.text, pools, alpha, draws, size)
+
+
+def claim_stability(
+    result: ClaimResult,
+    pools: dict[tuple[str, str], Pool],
+    alpha: float = ALPHA,
+    draws: int = STABILITY_DRAWS,
+    size: int = FINALS,
+) -> Stability | None:
+    """How often the claim's verdict comes out each way when ``size`` runs per cell are
+    drawn from the pools, once per draw for all its checked comparisons."""
+    checks = [c.check for c in result.checks]
+    combine = lambda verdicts: claim_verdict(verdicts, result.left_out)  # noqa: E731
+    return _drawn_verdicts(checks, combine, result.claim.id, pools, alpha, draws, size)
+
+
+def _drawn_verdicts(checks, combine, label, pools, alpha, draws, size) -> Stability | None:
+    cells = sorted(set().union(*(c.cells() for c in checks)))
     groups = [pools[c].runs for c in cells]
     if any(len(g) < size for g in groups):
         return None
@@ -406,7 +429,7 @@ def stability(
         chosen = itertools.product(*(itertools.combinations(g, size) for g in groups))
         exhaustive = True
     else:
-        rng = random.Random(f"{STABILITY_SEED}/{check.text}")
+        rng = random.Random(f"{STABILITY_SEED}/{label}")
         chosen = (tuple(tuple(rng.sample(g, size)) for g in groups) for _ in range(draws))
         exhaustive = False
     counts: dict[str, int] = {}
@@ -417,7 +440,7 @@ def stability(
             for group in draw
             for i, r in enumerate(group)
         ]
-        verdict = decide(check, runs, alpha).verdict
+        verdict = combine([decide(c, runs, alpha).verdict for c in checks])
         counts[verdict] = counts.get(verdict, 0) + 1
         n += 1
     return Stability(counts, n, exhaustive)

@@ -18,6 +18,8 @@ from fruit.reporting.pooling import (
 from fruit.reporting.runs import TASK_TITLES
 from fruit.reporting.stats import PAPER_RUNS
 
+# the 95% half-width of a share drawn STABILITY_DRAWS times, at its widest (a share of 1/2)
+MONTE_CARLO_POINTS = 100 * 1.96 * (0.25 / STABILITY_DRAWS) ** 0.5
 SHORT = {"reproduced": "R", "undecided": "U", "contradicted": "C", "consistent": "OK"}
 PHASE_NAMES = {"search": "trials", "final": "finals"}
 
@@ -49,8 +51,11 @@ def _phase_split(share) -> str:
     return ", ".join(f"{PHASE_NAMES[ph]} {k}/{n}" for ph, k, n in share.phases)
 
 
-def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
-    """What the pooled runs say of a claim's comparisons, for its status bullet."""
+def claim_sentence(
+    result: ClaimResult, levels: dict[str, RunLevel], claim_level: Stability | None = None
+) -> str:
+    """What the pooled runs say of a claim's comparisons, for its status bullet, and, for
+    a claim of several comparisons, how stable its own verdict is (``claim_level``)."""
     parts = []
     for c in result.checks:
         level = levels.get(c.check.text)
@@ -86,6 +91,11 @@ def claim_sentence(result: ClaimResult, levels: dict[str, RunLevel]) -> str:
                 f"{stability_cell(level.stability)}"
             )
         parts.append(text)
+    if claim_level is not None and len(result.checks) > 1:
+        parts.append(
+            f"the claim's own verdict on {FINALS} runs per cell drawn from them (all its "
+            f"comparisons on the same draw): {stability_cell(claim_level)}"
+        )
     return "; ".join(parts)
 
 
@@ -158,7 +168,11 @@ def markdown_run_level(pools: dict, levels: dict[str, RunLevel]) -> list[str]:
         f"test on {FINALS} runs per cell drawn without replacement from the pool, the share of "
         f"draws giving each verdict (R reproduced, U undecided, C contradicted, OK "
         f"consistent; every draw when there are at most {STABILITY_DRAWS:,}, else "
-        f"{STABILITY_DRAWS:,} with a fixed seed).",
+        f"{STABILITY_DRAWS:,} with a fixed seed, where a share is within "
+        f"±{MONTE_CARLO_POINTS:.1f} points of the share over every draw at 95%). The status "
+        "line gives the same for the verdict of each claim of several comparisons, all of "
+        "them tested on one draw and combined as the claim's verdict is (contradicted by "
+        "any, reproduced only by all).",
         "",
     ]
     for (task, arch), pool in pools.items():

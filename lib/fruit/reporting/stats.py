@@ -36,14 +36,14 @@ def two_sample_p(a: list[float], b: list[float]) -> float:
     """One-sided exact p-value that mean(a) > mean(b): the share of the splits of the
     pooled values into groups of len(a) and len(b) whose difference of means is at least
     the observed one."""
-    pooled = a + b
-    observed = sum(a) / len(a) - sum(b) / len(b)
+    pooled, na, nb = a + b, len(a), len(b)
+    observed = sum(a) / na - sum(b) / nb
+    whole = sum(pooled)  # a split is its first group's sum: the rest is whole - it
     count = total = 0
-    for chosen in itertools.combinations(range(len(pooled)), len(a)):
-        first = [pooled[i] for i in chosen]
-        rest = [pooled[i] for i in range(len(pooled)) if i not in set(chosen)]
+    for first in itertools.combinations(pooled, na):
+        s = sum(first)
         total += 1
-        count += sum(first) / len(first) - sum(rest) / len(rest) >= observed - 1e-12
+        count += s / na - (whole - s) / nb >= observed - 1e-12
     return count / total
 
 

@@ -76,7 +76,7 @@ def write_claims(
         markdown_claims,
         other_cells,
     )
-    from fruit.reporting.pooling import build_pools, run_level
+    from fruit.reporting.pooling import build_pools, claim_stability, run_level
 
     if pairs is None:
         pairs = {(r.task, r.architecture) for r in runs}
@@ -85,15 +85,21 @@ def write_claims(
         return []
     note = _note(tables, profile)
     out_dir = Path(out_dir)
-    pools = levels = None
+    pools = levels = claim_levels = None
     if results_dir is not None:
         compared = sorted(set().union(*(c.check.cells() for r in results for c in r.checks)))
         pools = build_pools(results_dir, profile, set(compared))
         pools = {pair: pools[pair] for pair in compared}
         levels = {c.check.text: run_level(c.check, pools) for r in results for c in r.checks}
+        claim_levels = {r.claim.id: claim_stability(r, pools) for r in results if len(r.checks) > 1}
     files = {
         "claims.md": markdown_claims(
-            results, note, others=other_cells(results, tables), pools=pools, levels=levels
+            results,
+            note,
+            others=other_cells(results, tables),
+            pools=pools,
+            levels=levels,
+            claim_levels=claim_levels,
         ),
         "claims.csv": csv_records(claims_records(results)),
         "claims.tex": latex_claims(results, note),
