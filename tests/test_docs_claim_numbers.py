@@ -56,6 +56,22 @@ def _stability(profile: str, comparison: str = C4_ORDER) -> dict[str, float]:
     return {k: float(shares.get(k, 0.0)) for k in "RUC"}
 
 
+def _claim_stability(profile: str, claim: str = "C4") -> dict[str, float]:
+    """R, U and C (in %) of a claim's own verdict on drawn runs, from its status bullet in
+    results/tables/<profile>/claims.md (all its comparisons tested on one draw)."""
+    for line in (TABLES / profile / "claims.md").read_text().splitlines():
+        if line.startswith(f"- **{claim}**"):
+            m = re.search(
+                r"the claim's own verdict on 5 runs per cell drawn from them \(all "
+                r"its comparisons on the same draw\): (?P<cell>[^.;]*(?:\.\d[^.;]*)*)",
+                line,
+            )
+            assert m, f"{profile}/claims.md: {claim}'s bullet has no stability of its own verdict"
+            shares = dict(re.findall(r"([RUC]) ([\d.]+)%", m["cell"]))
+            return {k: float(shares.get(k, 0.0)) for k in "RUC"}
+    raise AssertionError(f"{profile}/claims.md: no status bullet for {claim}")
+
+
 def _pool(profile: str) -> dict:
     row = _run_level_row(profile)
     m = re.fullmatch(
@@ -194,7 +210,7 @@ COUNTS = [
 COUNTS += [
     (
         "README.md",
-        r"(?:all \w+|\w+ of the \w+) are search trials, each at its own drawn setting \((?P<tr_k>\d+) of "
+        r"(?:all \w+|\w+ of the \w+)(?: hierarchical runs)? are search trials, each at its own drawn setting \((?P<tr_k>\d+) of "
         r"(?P<tr_n>\d+)\); the final runs at a selected setting, which is what the paper "
         r"reports, are hierarchical in (?P<fi_k>\d+) of (?P<fi_n>\d+) \(two-sided p = (?P<pp>[\d.]+)",
     ),
@@ -271,14 +287,17 @@ def test_the_claims_pool_row_of_results_md_is_the_claims_table(pools):
             assert _close(match[key], pool[key]), (key, match[key], pool[key])
 
 
-def test_the_readme_states_the_stability_range_of_both_pools(pools):
+def test_the_readme_states_the_stability_range_of_both_pools():
+    """README gives C4's own verdict on drawn runs (both comparisons on one draw), the
+    range over the claims and paper-search pools."""
     (m,) = _matches(
         REPO / "README.md",
-        r"contradicted in (?P<c_lo>[\d.]+)-(?P<c_hi>[\d.]+)% of draws, reproduced in "
+        r"contradicted in (?P<c_lo>[\d.]+)-(?P<c_hi>[\d.]+)% of draws and reproduced in "
         r"(?P<r_lo>[\d.]+)-(?P<r_hi>[\d.]+)%",
     )
-    cs = [p["C"] for p in pools.values()]
-    rs = [p["R"] for p in pools.values()]
+    claim = [_claim_stability(profile) for profile in ("claims", "paper-search")]
+    cs = [p["C"] for p in claim]
+    rs = [p["R"] for p in claim]
     assert _close(m["c_lo"], min(cs)) and _close(m["c_hi"], max(cs)), (m[0], cs)
     assert _close(m["r_lo"], min(rs)) and _close(m["r_hi"], max(rs)), (m[0], rs)
 
@@ -300,7 +319,8 @@ REGISTERED_FIRST, REGISTERED_THRESHOLD = 7, 0.14  # fixed in campaign.md before 
 SEED_STATES = [
     (
         "README.md",
-        r"`qf-nd-seeds`, (?P<done>\d+) of (?P<planned>\d+) runs(?: so far)?, (?P<hier>none|\d+) hierarchical",
+        r"`qf-nd-seeds`\) trains \d+ more final runs .*? (?P<done>\d+) of (?P<planned>\d+) runs "
+        r"so far, (?P<hier>none|\d+) hierarchical",
     ),
     (
         "docs/results.md",
@@ -397,19 +417,26 @@ def test_results_md_states_the_stability_of_both_comparisons_in_both_pools():
         ("claims", C4_ORDER): r"\| Tf\+Nd FA hier\. > Tf FA hier\. \| claims' \(its finals kept\) ",
         ("paper-search", C4_PREFERS): r"\| Tf\+Nd FA hier\. > Tf\+Nd FA linear \| paper-search's ",
         ("claims", C4_PREFERS): r"\| Tf\+Nd FA hier\. > Tf\+Nd FA linear \| claims' ",
+        ("paper-search", "C4"): r"\| C4 itself \(both comparisons on the same draw\) \| "
+        r"paper-search's \(its finals kept\) ",
+        ("claims", "C4"): r"\| C4 itself \(both comparisons on the same draw\) \| claims' "
+        r"\(its finals kept\) ",
     }
     for (profile, comparison), row in wanted.items():
         m = re.search(row + r"\| (?P<R>[\d.]+)% \| (?P<U>[\d.]+)% \| (?P<C>[\d.]+)% \|", text)
         assert m, f"docs/results.md: no stability row /{row}/"
-        said, table = m.groupdict(), _stability(profile, comparison)
+        said = m.groupdict()
+        table = _claim_stability(profile) if comparison == "C4" else _stability(profile, comparison)
         for key in "RUC":
             assert _close(said[key], table[key]), (profile, comparison, key, said[key], table[key])
 
     m = re.search(
         r"\| how stable that verdict is: .*? \| Tf\+Nd vs Tf: (?P<cR>[\d.]+) / (?P<cU>[\d.]+) / "
         r"(?P<cC>[\d.]+)%; FA hier\. vs FA linear: (?P<clR>[\d.]+) / (?P<clU>[\d.]+) / "
-        r"(?P<clC>[\d.]+)% \| Tf\+Nd vs Tf: (?P<pR>[\d.]+) / (?P<pU>[\d.]+) / (?P<pC>[\d.]+)%; "
-        r"FA hier\. vs FA linear: (?P<plR>[\d.]+) / (?P<plU>[\d.]+) / (?P<plC>[\d.]+)% \|",
+        r"(?P<clC>[\d.]+)%; the claim: (?P<kR>[\d.]+) / (?P<kU>[\d.]+) / (?P<kC>[\d.]+)% \| "
+        r"Tf\+Nd vs Tf: (?P<pR>[\d.]+) / (?P<pU>[\d.]+) / (?P<pC>[\d.]+)%; "
+        r"FA hier\. vs FA linear: (?P<plR>[\d.]+) / (?P<plU>[\d.]+) / (?P<plC>[\d.]+)%; "
+        r"the claim: (?P<qR>[\d.]+) / (?P<qU>[\d.]+) / (?P<qC>[\d.]+)% \|",
         text,
     )
     assert m, "docs/results.md: no row 'how stable that verdict is' (reworded? update this test)"
@@ -418,10 +445,74 @@ def test_results_md_states_the_stability_of_both_comparisons_in_both_pools():
         ("cl", "claims", C4_PREFERS),
         ("p", "paper-search", C4_ORDER),
         ("pl", "paper-search", C4_PREFERS),
+        ("k", "claims", "C4"),
+        ("q", "paper-search", "C4"),
     ):
-        table = _stability(profile, comparison)
+        table = _claim_stability(profile) if comparison == "C4" else _stability(profile, comparison)
         for key in "RUC":
             assert _close(m[prefix + key], table[key]), (profile, comparison, key)
+
+
+def _main_row(profile: str, comparison: str) -> dict[str, str]:
+    """A comparison's row in the claims table of results/tables/<profile>/claims.md."""
+    lines = (TABLES / profile / "claims.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| Claim | Claim's verdict |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("|") and len(cells) == len(names) and cells[2] == comparison:
+            return dict(zip(names, cells))
+    raise AssertionError(f"{profile}/claims.md: no claims-table row for {comparison}")
+
+
+FIRST_HALF = [  # C4's first comparison over the pool, and on the seed study's finals
+    (
+        "README.md",
+        r"Tf\+Nd's FA hier\. averages (?P<a>[\d.]+) against its FA linear (?P<b>[\d.]+) over "
+        r"the (?P<n>\d+) runs \(p = (?P<p>[\d.]+) for the claimed direction\)",
+    ),
+    (
+        "docs/results.md",
+        r"FA hier\. (?P<a>[\d.]+) against FA linear (?P<b>[\d.]+) over the (?P<n>\d+) runs "
+        r"\(signed-rank p = (?P<p>[\d.]+) for the claimed direction; (?P<ca>[\d.]+) against "
+        r"(?P<cb>[\d.]+), p = (?P<cp>[\d.]+), in the claims pool\)",
+    ),
+    (
+        "docs/results.md",
+        r"Tf\+Nd's FA hier\. averages (?P<a>[\d.]+) against its FA linear (?P<b>[\d.]+) over "
+        r"the (?P<n>\d+) runs \(p = (?P<p>[\d.]+) for the claimed direction\)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "page, pattern", FIRST_HALF, ids=[f"{p}:{i}" for i, (p, _) in enumerate(FIRST_HALF)]
+)
+def test_c4s_first_half_over_the_runs_is_the_tables(page, pattern):
+    for m in _matches(REPO / page, pattern):
+        for prefix, profile in (("", "paper-search"), ("c", "claims")):
+            if m.groupdict().get(prefix + "a") is None:
+                continue
+            row = _run_level_row(profile, C4_PREFERS)
+            assert f"{m[prefix + 'a']} vs {m[prefix + 'b']}" == row["Over the pool"], (page, row)
+            assert m[prefix + "p"] == row["p claimed"], (page, profile)
+            if not prefix:
+                assert m["n"] == row["Runs"], (page, m["n"], row["Runs"])
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/results.md"])
+def test_the_seed_studys_finals_on_c4s_first_half_are_its_table(page):
+    row = _main_row("qf-nd-seeds", C4_PREFERS)
+    found = _matches(
+        REPO / page,
+        r"[Tt]he seed study's finals,? (?:all at one setting, |all at the selected setting, )?lean "
+        r"(?:linear|the other way) \((?P<a>[\d.]+) against (?P<b>[\d.]+), p = (?P<p>[\d.]+) "
+        r"for the opposite direction",
+    )
+    assert len(found) == {"README.md": 1, "docs/results.md": 2}[page], [m[0] for m in found]
+    for m in found:
+        assert f"{m['a']} < {m['b']}" == row["Ours"], (page, row["Ours"])
+        assert m["p"] == row["p opposite"], (page, row["p opposite"])
 
 
 GERMAN = REPO / "results" / "runs" / "paper-search" / "question-formation-in-german" / "Tf+Nd"
@@ -508,12 +599,12 @@ C5_SENTENCES = [  # C5 over all converged German Tf+Nd runs, as the pages say it
     (
         "README.md",
         r"Over all (?P<n>\d+) converged runs \(10 trials, 5 finals\) the mean is (?P<mean>[\d.]+), "
-        r"above 0\.99 \(p = (?P<p>[\d.]+)\).*? reproduce the claim in (?P<R>\d+)% of draws",
+        r"above 0\.99 \(p = (?P<p>[\d.]+)[,)].*? reproduce the claim in (?P<R>\d+)% of draws",
     ),
     (
         "docs/results.md",
         r"over all (?P<n>\d+) converged runs \(10 trials, 5 finals\) the mean is (?P<mean>[\d.]+), "
-        r"above 0\.99 \(p = (?P<p>[\d.]+)\)",
+        r"above 0\.99 \(p = (?P<p>[\d.]+)[,)]",
     ),
     (
         "docs/results.md",
@@ -529,7 +620,7 @@ C5_SENTENCES = [  # C5 over all converged German Tf+Nd runs, as the pages say it
     (
         "docs/campaign.md",
         r"Over all (?P<n>\d+) pooled runs \(the ten trials and the five finals\) the mean is "
-        r"(?P<mean>[\d.]+), above 0\.99 \(p = (?P<p>[\d.]+)\).*? give reproduced in "
+        r"(?P<mean>[\d.]+), above 0\.99 \(p = (?P<p>[\d.]+)[,)].*? give reproduced in "
         r"(?P<R>[\d.]+)% of draws and undecided in (?P<U>[\d.]+)%",
     ),
     (

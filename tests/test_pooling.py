@@ -391,3 +391,12 @@ def test_the_claim_verdict_combines_its_comparisons():
     assert claim_verdict(["reproduced", "undecided"]) == "undecided"
     assert claim_verdict(["reproduced", "contradicted"]) == "contradicted"
     assert claim_verdict(["consistent"]) == "undecided"
+
+
+def test_the_stability_cell_shows_a_rare_verdict_as_below_a_tenth():
+    from fruit.reporting.pooling import Stability
+    from fruit.reporting.pooling_report import stability_cell
+
+    st = Stability({"reproduced": 1, "undecided": 2749, "contradicted": 253}, 3003, True)
+    assert stability_cell(st) == "R <0.1% · U 91.5% · C 8.4%"
+    assert stability_cell(Stability({"undecided": 5}, 5, True)) == "U 100.0%"

@@ -29,11 +29,12 @@ def _p(value: float | None) -> str:
 
 
 def stability_cell(st: Stability | None) -> str:
-    """'R 5.4% · U 92.7% · C 1.9%' (verdicts that no draw gave left out)."""
+    """'R 5.4% · U 92.7% · C 1.9%' (verdicts that no draw gave left out; one that some
+    draws gave, too few to show as 0.1%, as '<0.1%')."""
     if st is None:
         return f"-- (fewer than {FINALS} pooled runs)"
     parts = [
-        f"{SHORT[v]} {100 * st.share(v):.1f}%"
+        f"{SHORT[v]} {'<0.1' if st.share(v) < 0.0005 else f'{100 * st.share(v):.1f}'}%"
         for v in ("reproduced", "consistent", "undecided", "contradicted")
         if st.counts.get(v)
     ]
