@@ -659,7 +659,7 @@ C2_SENTENCES = [
         r"Over all (?P<n>\d+) converged Tf runs \(the claims finals and the paper-search trials\) "
         r"that first-word comparison is contradicted \(PA hier\. (?P<c_a>[\d.]+) against linear "
         r"(?P<c_b>[\d.]+), p = (?P<c_p>[\d.]+), in the claims pool\), with (?P<c_k>\d+) of the \d+ "
-        r"runs putting",
+        r"runs in the upper group",
     ),
     (
         "README.md",
