@@ -319,12 +319,12 @@ REGISTERED_FIRST, REGISTERED_THRESHOLD = 7, 0.14  # fixed in campaign.md before 
 SEED_STATES = [
     (
         "README.md",
-        r"`qf-nd-seeds`\) trains \d+ more final runs .*? (?P<done>\d+) of (?P<planned>\d+) runs "
-        r"so far, (?P<hier>none|\d+) hierarchical",
+        r"`qf-nd-seeds`\) train(?:s|ed) \d+ more final runs .*? (?P<done>\d+) of (?P<planned>\d+) runs"
+        r"(?: so far)?, (?P<hier>none|\d+) hierarchical",
     ),
     (
         "docs/results.md",
-        r"`qf-nd-seeds`, (?P<done>\d+) of (?P<planned>\d+) done, (?P<hier>none|\d+) hierarchical;",
+        r"`qf-nd-seeds`, (?P<done>\d+) of (?P<planned>\d+) done, (?P<hier>none|\d+) hierarchical[;:]",
     ),
     (
         "docs/campaign.md",
@@ -332,15 +332,15 @@ SEED_STATES = [
         r"hierarchical \(FA hier\. above [\d.]+\); (?:final-(?P<paused>\d+) is paused at "
         r"(?P<paused_epochs>[\d.]+) epochs with its resume files in git; )?(?:final-(?P<paused2>\d+) "
         r"is paused at (?P<paused2_epochs>[\d.]+) epochs with its resume files in git; )?"
-        r"(?P<left>\d+) are to come",
+        r"(?P<left>\d+) (?:are|is) to come",
     ),
     (
         "docs/results.md",
-        r"(?P<left>\d+) finals are to come, and the test of the last 13",
+        r"(?P<left>\d+) finals? (?:are|is) to come\)?, and the test of the last 13",
     ),
     (
         "docs/results.md",
-        r"so far (?P<registered>\w+) of the 13 are done",
+        r"(?:so far )?(?P<registered>\d+|none) of the 13 are done",
     ),
 ]
 
